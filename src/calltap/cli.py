@@ -1,0 +1,64 @@
+"""The `calltap` command line: one subcommand per module, imported only when it runs.
+
+Each command module exposes `add_arguments(parser)` and `run(args) -> int` (the exit code), so
+`calltap compare` never pays for importing the proxy and the proxy never imports the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from calltap import __version__
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("calltap.commands.serve", "run the recording proxy beside a gateway"),
+    "demo": ("calltap.demo", "run a fake provider, a defect-injecting gateway and calltap on loopback"),
+    "compare": ("calltap.commands.compare", "compare an upstream and a downstream capture by meaning"),
+    "check": ("calltap.commands.check", "run the single-side checks on one capture"),
+    "scan": ("calltap.commands.scan", "re-check a recordings tree and print a summary"),
+}
+
+EPILOG = """\
+exit codes: 0 equal/clean, 1 diverged/defective, 2 usage error, 3 inconclusive
+
+examples:
+  calltap serve --gateway http://127.0.0.1:4000 --provider https://api.openai.com
+  calltap compare recordings/2026-11-30/req-1/upstream.sse recordings/2026-11-30/req-1/downstream.sse
+  calltap check downstream.sse --json
+  calltap serve | jq 'select(.event=="divergence")'
+"""
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="calltap",
+        description="Record both legs of every LLM API request around a gateway and compare them by meaning.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"calltap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, summary) in COMMANDS.items():
+        if name == command:
+            module = importlib.import_module(module_name)
+            cmd_parser = sub.add_parser(
+                name,
+                help=summary,
+                description=module.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+            module.add_arguments(cmd_parser)
+            cmd_parser.set_defaults(run=module.run)
+        else:
+            sub.add_parser(name, help=summary)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    return int(args.run(args))

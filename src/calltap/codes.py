@@ -1,0 +1,100 @@
+"""Finding codes, their severities and one-line explanations (the contract in DESIGN.md)."""
+
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    FATAL = "fatal"
+    NEGOTIABLE = "negotiable"
+    COSMETIC = "cosmetic"
+    WARNING = "warning"
+
+
+class Code(StrEnum):
+    TOOL_CALLS_DROPPED = "TOOL_CALLS_DROPPED"
+    TOOL_CALLS_ADDED = "TOOL_CALLS_ADDED"
+    TOOL_CALL_SET_CHANGED = "TOOL_CALL_SET_CHANGED"
+    TOOL_CALL_ARGUMENTS_CHANGED = "TOOL_CALL_ARGUMENTS_CHANGED"
+    TOOL_ARGUMENTS_INVALID = "TOOL_ARGUMENTS_INVALID"
+    TOOL_CALL_INDEX_MISSING = "TOOL_CALL_INDEX_MISSING"
+    TOOL_CALL_ID_CONFLICT = "TOOL_CALL_ID_CONFLICT"
+    TEXT_CHANGED = "TEXT_CHANGED"
+    FINISH_REASON_MISSING = "FINISH_REASON_MISSING"
+    FINISH_REASON_CHANGED = "FINISH_REASON_CHANGED"
+    DONE_MISSING = "DONE_MISSING"
+    ERROR_IN_STREAM = "ERROR_IN_STREAM"
+    CHOICE_DROPPED = "CHOICE_DROPPED"
+    CHOICE_ADDED = "CHOICE_ADDED"
+    USAGE_MISSING = "USAGE_MISSING"
+    USAGE_CHANGED = "USAGE_CHANGED"
+    TOOL_CALL_ORDER_CHANGED = "TOOL_CALL_ORDER_CHANGED"
+    TOOL_CALL_IDS_REMAPPED = "TOOL_CALL_IDS_REMAPPED"
+    SSE_INCOMPLETE_EVENT = "SSE_INCOMPLETE_EVENT"
+    CAPTURE_TRUNCATED = "CAPTURE_TRUNCATED"
+    UNSAFE_INTEGER = "UNSAFE_INTEGER"
+    DUPLICATE_KEY = "DUPLICATE_KEY"
+    NON_FINITE_NUMBER = "NON_FINITE_NUMBER"
+    JSON_INVALID = "JSON_INVALID"
+
+    @property
+    def severity(self) -> Severity:
+        return SEVERITY[self]
+
+    @property
+    def explanation(self) -> str:
+        return EXPLANATION[self]
+
+
+SEVERITY: dict[Code, Severity] = {
+    Code.TOOL_CALLS_DROPPED: Severity.FATAL,
+    Code.TOOL_CALLS_ADDED: Severity.FATAL,
+    Code.TOOL_CALL_SET_CHANGED: Severity.FATAL,
+    Code.TOOL_CALL_ARGUMENTS_CHANGED: Severity.FATAL,
+    Code.TOOL_ARGUMENTS_INVALID: Severity.FATAL,
+    Code.TOOL_CALL_INDEX_MISSING: Severity.FATAL,
+    Code.TOOL_CALL_ID_CONFLICT: Severity.FATAL,
+    Code.TEXT_CHANGED: Severity.FATAL,
+    Code.FINISH_REASON_MISSING: Severity.FATAL,
+    Code.FINISH_REASON_CHANGED: Severity.FATAL,
+    Code.DONE_MISSING: Severity.FATAL,
+    Code.ERROR_IN_STREAM: Severity.FATAL,
+    Code.CHOICE_DROPPED: Severity.FATAL,
+    Code.CHOICE_ADDED: Severity.FATAL,
+    Code.USAGE_MISSING: Severity.NEGOTIABLE,
+    Code.USAGE_CHANGED: Severity.NEGOTIABLE,
+    Code.TOOL_CALL_ORDER_CHANGED: Severity.COSMETIC,
+    Code.TOOL_CALL_IDS_REMAPPED: Severity.COSMETIC,
+    Code.SSE_INCOMPLETE_EVENT: Severity.WARNING,
+    Code.CAPTURE_TRUNCATED: Severity.WARNING,
+    Code.UNSAFE_INTEGER: Severity.WARNING,
+    Code.DUPLICATE_KEY: Severity.WARNING,
+    Code.NON_FINITE_NUMBER: Severity.WARNING,
+    Code.JSON_INVALID: Severity.WARNING,
+}
+
+EXPLANATION: dict[Code, str] = {
+    Code.TOOL_CALLS_DROPPED: "tool calls the provider made are missing from what the client got",
+    Code.TOOL_CALLS_ADDED: "the client got tool calls the provider never made",
+    Code.TOOL_CALL_SET_CHANGED: "the multiset of (function, arguments) differs between the legs",
+    Code.TOOL_CALL_ARGUMENTS_CHANGED: "same function, different decoded arguments",
+    Code.TOOL_ARGUMENTS_INVALID: "a call's joined argument fragments are not valid JSON",
+    Code.TOOL_CALL_INDEX_MISSING: "a streamed tool-call delta carries no index",
+    Code.TOOL_CALL_ID_CONFLICT: "a new call id arrived on a tool-call index already in use",
+    Code.TEXT_CHANGED: "the assistant text differs (truncation included)",
+    Code.FINISH_REASON_MISSING: "the stream ended without a finish reason",
+    Code.FINISH_REASON_CHANGED: "the finish reasons differ",
+    Code.DONE_MISSING: "the terminal marker of the stream is missing",
+    Code.ERROR_IN_STREAM: "an error object arrived inside a 200 response",
+    Code.CHOICE_DROPPED: "a choice the provider sent is missing downstream",
+    Code.CHOICE_ADDED: "a choice appears downstream that the provider never sent",
+    Code.USAGE_MISSING: "usage is absent downstream",
+    Code.USAGE_CHANGED: "token counts differ between the legs",
+    Code.TOOL_CALL_ORDER_CHANGED: "same tool calls, in another order",
+    Code.TOOL_CALL_IDS_REMAPPED: "tool-call ids or indexes rewritten, meaning kept",
+    Code.SSE_INCOMPLETE_EVENT: "bytes after the last event boundary: the capture may be cut",
+    Code.CAPTURE_TRUNCATED: "calltap stopped recording at its size limit",
+    Code.UNSAFE_INTEGER: "an integer a JavaScript client cannot hold exactly",
+    Code.DUPLICATE_KEY: "a JSON object with a repeated key",
+    Code.NON_FINITE_NUMBER: "NaN or Infinity in a JSON payload",
+    Code.JSON_INVALID: "a data payload that is not JSON",
+}
