@@ -89,3 +89,18 @@ class Transcript:
     @property
     def tool_call_count(self) -> int:
         return sum(len(choice.tool_calls) for choice in self.choices.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """One recorded response body and the little the comparator needs to know about it."""
+
+    body: bytes
+    path: str | None = None
+    """The request path (`/v1/chat/completions`), used to confirm the detected dialect."""
+    content_encoding: str | None = None
+    """The response's Content-Encoding; the body is kept as sent and decoded before parsing."""
+    status: int | None = None
+    """The HTTP status; an error object in a 2xx (or unknown-status) body is ERROR_IN_STREAM."""
+    truncated: bool = False
+    """True when the recorder stopped at its size limit (CAPTURE_TRUNCATED)."""
