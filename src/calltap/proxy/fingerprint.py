@@ -1,0 +1,171 @@
+"""A content fingerprint of a chat-like request, for pairing legs when a gateway forwards no
+header that links them.
+
+The front leg and the back leg of one request may be in different dialects (a gateway
+translates OpenAI Chat Completions into Anthropic Messages or OpenAI Responses) and the
+gateway reshapes the conversation on the way: it moves system messages to a top-level
+`system`, merges consecutive user and tool messages into one message of blocks, turns a
+string into a list of text blocks, drops null fields, adds `max_tokens`, renames models.
+What survives all of that is the content of the conversation's last turn and the set of
+tool names, so the fingerprint is the sha256 of exactly those:
+
+- the last turn is the trailing run of entries from the same side as the last entry
+  (usually the user's message, or the tool results answering the model's tool calls);
+  system and developer entries are skipped, wherever they are;
+- it becomes a list of units: `("tool", text)` per tool result, `("text", text)` per run
+  of adjacent text, the parts concatenated as a gateway flattening parts into a string
+  does, with whitespace stripped at both ends of each unit and never inside; empty text
+  runs are dropped; images, documents and tool calls carry no text and are skipped;
+- tool names come from `tools[].function.name` (Chat Completions), `tools[].name`
+  (Messages, Responses) and the legacy `functions[].name`, sorted.
+
+Model, sampling settings, ids and earlier turns are left out on purpose: gateways rewrite
+them. Equal fingerprints therefore mean "probably the same request"; the pairing book
+resolves identical requests in arrival order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+import orjson
+
+Side = Literal["assistant", "client"]
+Unit = tuple[Literal["text", "tool"], str]
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_TOOL_RESULT_ROLES = frozenset({"tool", "function"})
+
+
+def request_fingerprint(body: bytes, path: str) -> str | None:
+    """sha256 hex of the request's last turn and tool names, or None when the body is not a
+    JSON chat-like request (no `messages`, nor `input` on a `/responses` path). Never raises."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    entries = _conversation(request, path)
+    if not entries:
+        return None
+    tools = sorted(_tool_names(request.get("tools")) + _tool_names(request.get("functions")))
+    return hashlib.sha256(orjson.dumps([_last_turn(entries), tools])).hexdigest()
+
+
+def _conversation(request: dict[str, Any], path: str) -> list[Any] | None:
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        return messages
+    if not _is_responses_path(path):
+        return None
+    entries = request.get("input")
+    if isinstance(entries, str):
+        return [{"role": "user", "content": entries}]
+    return entries if isinstance(entries, list) else None
+
+
+def _is_responses_path(path: str) -> bool:
+    """`input` means a Responses conversation only there: embeddings and moderations
+    requests have an `input` too."""
+    return path.partition("?")[0].rstrip("/").endswith("/responses")
+
+
+def _last_turn(entries: list[Any]) -> list[Unit]:
+    turn: list[list[Unit]] = []
+    turn_side: Side | None = None
+    for entry in reversed(entries):
+        read = _read_entry(entry)
+        if read is None:
+            continue
+        side, units = read
+        if turn_side is None:
+            turn_side = side
+        elif side != turn_side:
+            break
+        turn.append(units)
+    return _merge_text([unit for units in reversed(turn) for unit in units])
+
+
+def _read_entry(entry: Any) -> tuple[Side, list[Unit]] | None:
+    """The side and units of one message (Chat, Messages) or input item (Responses); None
+    for entries that do not count (system, developer, unknown shapes)."""
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("type")
+    if isinstance(kind, str) and kind != "message":
+        if kind.endswith("_call_output"):
+            return "client", [("tool", _text(entry.get("output")))]
+        if kind.endswith("_call") or kind == "reasoning":
+            return "assistant", []
+        return None
+    role = entry.get("role")
+    content = entry.get("content")
+    if not isinstance(role, str):
+        return None
+    if role in _TOOL_RESULT_ROLES:
+        return "client", [("tool", _text(content))]
+    if role == "user":
+        return "client", _units(content)
+    if role == "assistant":
+        return "assistant", _units(content)
+    return None
+
+
+def _units(content: Any) -> list[Unit]:
+    if isinstance(content, str):
+        return [("text", content)]
+    if not isinstance(content, list):
+        return []
+    units: list[Unit] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if not isinstance(kind, str):
+            continue
+        if kind == "tool_result":
+            units.append(("tool", _text(part.get("content"))))
+        elif kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+            units.append(("text", part["text"]))
+    return units
+
+
+def _text(content: Any) -> str:
+    """The text of a tool result: a string, or its text parts concatenated; stripped."""
+    return "".join(text for kind, text in _units(content) if kind == "text").strip()
+
+
+def _merge_text(units: list[Unit]) -> list[Unit]:
+    merged: list[Unit] = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        text = "".join(pending).strip()
+        pending.clear()
+        if text:
+            merged.append(("text", text))
+
+    for kind, text in units:
+        if kind == "text":
+            pending.append(text)
+        else:
+            flush()
+            merged.append((kind, text))
+    flush()
+    return merged
+
+
+def _tool_names(tools: Any) -> list[str]:
+    if not isinstance(tools, list):
+        return []
+    names: list[str] = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, dict) else tool.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
