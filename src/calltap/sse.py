@@ -1,0 +1,194 @@
+"""Incremental `text/event-stream` parser that follows the WHATWG rules exactly.
+
+Gateways and SDKs disagree on the edge cases of the format, so the comparator needs the spec's
+answer, not a library's: which bytes make an event, which make nothing, and which were left
+dangling when the stream ended. Feeding a body in any split gives the same events as feeding it
+whole, and each event keeps the byte offset where its block began so findings can point into the
+recorded file.
+
+Work is linear in the bytes fed and memory is bounded by the largest event: a partial line is
+searched for a line end only in the bytes that arrived since the last search, and dispatched
+events are handed back, never kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import repeat
+
+_BOM = b"\xef\xbb\xbf"
+_LINE_END = re.compile(rb"(\r\n|\r|\n)")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A dispatched event and where it came from.
+
+    `ordinal` counts dispatched events from 0; `offset` is the byte offset in the raw body (a
+    leading BOM included) of the first line of the event's block, comments included.
+    """
+
+    ordinal: int
+    offset: int
+    type: str
+    data: str
+    last_event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Incomplete:
+    """Bytes after the last blank line that never became an event: the capture may be cut."""
+
+    offset: int
+    length: int
+
+
+class SSEParser:
+    """Feed body bytes as they arrive; get back the events each piece completes.
+
+    Call `close()` at the end of the body to learn whether an event was left unfinished.
+    """
+
+    def __init__(self) -> None:
+        self._tail = bytearray()
+        """The partial line: bytes after the last line end, not yet searched again."""
+        self._tail_offset = 0
+        """Byte offset in the body of the first byte of `_tail` (every byte before is consumed)."""
+        self._at_start = True
+        """No byte but a possible BOM prefix seen yet: a leading BOM is still to be dropped."""
+        self._cr_pending = False
+        """The last line ended with CR: an LF arriving next is the second half of a CRLF."""
+        self._block_offset: int | None = None
+        """Offset of the first line of the block being read; None right after a blank line."""
+        self._data: list[bytes] = []
+        self._type = b""
+        self._last_event_id = ""
+        self._ordinal = 0
+        self.bytes_scanned = 0
+        """Bytes searched for line ends so far. A pending line is never searched again, so this
+        stays within twice the bytes fed: once when they arrive, once when their line ends."""
+
+    def feed(self, data: bytes) -> list[Event]:
+        """Take the next piece of the body and return the events it completes, in order."""
+        if not data:
+            return []
+        if self._tail:
+            self._tail += data
+            self.bytes_scanned += len(data)
+            if not self._at_start and b"\n" not in data and b"\r" not in data:
+                return []
+            buf: bytes | bytearray = self._tail
+            self._tail = bytearray()
+        else:
+            buf = data
+        offset = self._tail_offset
+        if self._at_start:
+            if len(buf) < len(_BOM) and _BOM.startswith(buf):
+                self._tail = bytearray(buf)
+                return []
+            self._at_start = False
+            if buf.startswith(_BOM):
+                buf = buf[len(_BOM) :]
+                offset += len(_BOM)
+        if self._cr_pending:
+            self._cr_pending = False
+            if buf[:1] == b"\n":
+                buf = buf[1:]
+                offset += 1
+        self.bytes_scanned += len(buf)
+        lines, terminator_lengths = self._split_lines(buf)
+        rest = lines.pop()
+        self._tail = bytearray(rest)
+        self._tail_offset = offset + len(buf) - len(rest)
+        return self._take_lines(lines, terminator_lengths, offset)
+
+    def close(self) -> Incomplete | None:
+        """End of body: report the bytes after the last blank line, if any."""
+        if self._block_offset is not None:
+            start = self._block_offset
+        elif self._tail:
+            start = self._tail_offset
+        else:
+            return None
+        return Incomplete(start, self._tail_offset + len(self._tail) - start)
+
+    def _split_lines(self, buf: bytes | bytearray) -> tuple[list, Iterable[int]]:
+        """Split into lines plus each line's terminator length; the last line is the partial one.
+
+        A bytes method does the work when every line ends the same way, LF or CRLF; a regular
+        expression handles mixed endings and lone CRs.
+        """
+        if b"\r" not in buf:
+            return buf.split(b"\n"), repeat(1)
+        if buf.count(b"\r") == buf.count(b"\n") == buf.count(b"\r\n"):
+            return buf.split(b"\r\n"), repeat(2)
+        parts = _LINE_END.split(buf)
+        self._cr_pending = buf.endswith(b"\r")
+        return parts[::2], map(len, parts[1::2])
+
+    def _take_lines(
+        self, lines: list, terminator_lengths: Iterable[int], offset: int
+    ) -> list[Event]:
+        """Run complete lines through the field rules; dispatch an event at each blank line.
+
+        The hot loop of the comparator: state lives in locals while it runs, and the usual line,
+        `data: ` and its value, is recognised before the general field parsing.
+        """
+        events: list[Event] = []
+        data = self._data
+        block = self._block_offset
+        event_type = self._type
+        last_event_id = self._last_event_id
+        ordinal = self._ordinal
+        for line, terminator_length in zip(lines, terminator_lengths, strict=False):
+            if line:
+                if block is None:
+                    block = offset
+                if line[:6] == b"data: ":
+                    data.append(line[6:])
+                else:
+                    name, value = _field(line)
+                    if name == b"data":
+                        data.append(value)
+                    elif name == b"event":
+                        event_type = value
+                    elif name == b"id" and b"\0" not in value:
+                        last_event_id = value.decode("utf-8", "replace")
+            elif block is not None:
+                if data:
+                    events.append(
+                        Event(
+                            ordinal,
+                            block,
+                            event_type.decode("utf-8", "replace") if event_type else "message",
+                            b"\n".join(data).decode("utf-8", "replace"),
+                            last_event_id,
+                        )
+                    )
+                    ordinal += 1
+                    data.clear()
+                event_type = b""
+                block = None
+            offset += len(line) + terminator_length
+        self._block_offset = block
+        self._type = event_type
+        self._last_event_id = last_event_id
+        self._ordinal = ordinal
+        return events
+
+
+def _field(line: bytes) -> tuple[bytes, bytes]:
+    """A non-blank line's field name and value; a comment (`:` first) has the empty name."""
+    colon = line.find(b":")
+    if colon < 0:
+        return line, b""
+    value = line[colon + 1 :]
+    return line[:colon], value[1:] if value[:1] == b" " else value
+
+
+def parse(body: bytes) -> tuple[list[Event], Incomplete | None]:
+    """Parse a whole body: its events and the trailing incomplete event, if any."""
+    parser = SSEParser()
+    return parser.feed(body), parser.close()
