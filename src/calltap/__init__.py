@@ -1,3 +1,3 @@
-"""calltap: record both legs of every LLM API request around a gateway and compare them by meaning."""
+"""calltap: record both legs of each LLM API request around a gateway; compare them by meaning."""
 
 __version__ = "0.1.0"

@@ -14,8 +14,8 @@ from calltap import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("calltap.commands.serve", "run the recording proxy beside a gateway"),
-    "demo": ("calltap.demo", "run a fake provider, a defect-injecting gateway and calltap on loopback"),
-    "compare": ("calltap.commands.compare", "compare an upstream and a downstream capture by meaning"),
+    "demo": ("calltap.demo", "run a fake provider, a faulty gateway and calltap on loopback"),
+    "compare": ("calltap.commands.compare", "compare an upstream and a downstream capture"),
     "check": ("calltap.commands.check", "run the single-side checks on one capture"),
     "scan": ("calltap.commands.scan", "re-check a recordings tree and print a summary"),
 }
@@ -25,7 +25,7 @@ exit codes: 0 equal/clean, 1 diverged/defective, 2 usage error, 3 inconclusive
 
 examples:
   calltap serve --gateway http://127.0.0.1:4000 --provider https://api.openai.com
-  calltap compare recordings/2026-11-30/req-1/upstream.sse recordings/2026-11-30/req-1/downstream.sse
+  calltap compare recordings/2026-11-30/r1/upstream.sse recordings/2026-11-30/r1/downstream.sse
   calltap check downstream.sse --json
   calltap serve | jq 'select(.event=="divergence")'
 """
@@ -34,7 +34,10 @@ examples:
 def build_parser(command: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calltap",
-        description="Record both legs of every LLM API request around a gateway and compare them by meaning.",
+        description=(
+            "Record both legs of every LLM API request around a gateway"
+            " and compare them by meaning."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

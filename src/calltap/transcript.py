@@ -1,4 +1,4 @@
-"""What a dialect reducer knows about one side: choices, tool calls, finish reasons, usage, findings.
+"""What a dialect reducer knows about one side: choices, tool calls, finish, usage, findings.
 
 Plain data, no behaviour beyond small helpers: every dialect produces it and `compare` consumes it.
 """
@@ -49,7 +49,7 @@ class ToolCall:
     fragments: int
     position: Position
     decoded: Any = None
-    """The strictly decoded arguments (`jsonvalues.Decoded`), or None when they are not valid JSON."""
+    """The strictly decoded arguments (`jsonvalues.Decoded`); None when they are not JSON."""
 
 
 @dataclass(slots=True)

@@ -1,0 +1,166 @@
+"""From one recorded body to a Transcript: decode, parse, detect the dialect, reduce.
+
+`transcribe(capture)` undoes the Content-Encoding (gzip, deflate, identity; a list is undone right
+to left), reads a body that starts with `{` (after whitespace or a BOM) as JSON and anything else
+as an event stream, detects the dialect from the content, falls back to the request path when the
+content says nothing (an empty stream, a stream of errors), and hands the events or the JSON value
+to that dialect's reducer.
+
+It never raises on a body: an encoding it cannot undo, a body that is neither JSON nor a stream of
+a known dialect, gives a transcript of dialect "unknown" with a JSON_INVALID warning, so the
+verdict becomes inconclusive rather than wrong.
+
+`Transcript.bytes` is the length of the body as recorded (still encoded); byte offsets in positions
+count in the decoded body, where the events are.
+
+When content and path disagree, the content wins: it is what the client had to parse.
+
+A dialect is a module with the five names below, so a new one is a new module added to DIALECTS.
+Its reducers end with `common.finish(transcript)`, the side rules every dialect shares.
+  NAME: str                                    the transcript's `dialect` ("openai.chat")
+  PATHS: tuple[str, ...]                       request-path suffixes that confirm it
+  sniff(payload) -> bool                       does this decoded payload (or body) belong to it
+  reduce_events(events, *, status) -> Transcript      a parsed event stream
+  reduce_json(payload, *, status) -> Transcript       a decoded JSON body
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from calltap import sse
+from calltap.codes import Code
+from calltap.dialects import openai_chat
+from calltap.dialects.common import invalid_payload, issue_findings
+from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.transcript import Capture, Finding, Position, Transcript
+
+DIALECTS: tuple[ModuleType, ...] = (openai_chat,)
+UNKNOWN = "unknown"
+JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
+"""A JSON body: an optional BOM, optional whitespace, then an object."""
+SNIFF_EVENTS = 8
+"""How many events detection reads before it gives up on the content and asks the path."""
+
+
+class EncodingError(ValueError):
+    """A Content-Encoding this module cannot undo."""
+
+
+def transcribe(capture: Capture) -> Transcript:
+    """Everything one recorded body says, reduced to meaning by its dialect."""
+    try:
+        body = decode_content(capture.body, capture.content_encoding)
+    except EncodingError as error:
+        transcript = _unknown(str(error), streaming=False)
+    else:
+        if _looks_like_json(body):
+            transcript = _transcribe_json(body, capture)
+        else:
+            transcript = _transcribe_stream(body, capture)
+    transcript.bytes = len(capture.body)
+    if capture.truncated:
+        transcript.findings.append(
+            Finding(Code.CAPTURE_TRUNCATED, position=Position(None, len(capture.body)))
+        )
+    return transcript
+
+
+def decode_content(body: bytes, content_encoding: str | None) -> bytes:
+    """Undo a Content-Encoding header value; a cut gzip/deflate body yields what it holds."""
+    if not content_encoding:
+        return body
+    codings = [coding.strip().lower() for coding in content_encoding.split(",")]
+    for coding in reversed(codings):
+        if coding in ("", "identity"):
+            continue
+        if coding in ("gzip", "x-gzip"):
+            body = _inflate(body, 16 + zlib.MAX_WBITS, coding)
+        elif coding == "deflate":
+            zlib_wrapped = (
+                len(body) >= 2 and body[0] & 0x0F == 8 and (body[0] << 8 | body[1]) % 31 == 0
+            )
+            body = _inflate(body, zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS, coding)
+        else:
+            raise EncodingError(f"cannot decode Content-Encoding {coding!r}")
+    return body
+
+
+def _inflate(body: bytes, wbits: int, coding: str) -> bytes:
+    try:
+        return zlib.decompressobj(wbits).decompress(body)
+    except zlib.error as error:
+        raise EncodingError(f"cannot decode Content-Encoding {coding!r}: {error}") from error
+
+
+def _looks_like_json(body: bytes) -> bool:
+    return JSON_START.match(body) is not None
+
+
+def _transcribe_json(body: bytes, capture: Capture) -> Transcript:
+    try:
+        text = body.decode("utf-8-sig")
+        payload, issues = load_envelope(text)
+    except (UnicodeDecodeError, JsonInvalid) as error:
+        return _unknown(f"body is not JSON: {error}", streaming=False)
+    dialect = _detect((payload,), capture.path)
+    if dialect is None:
+        return _unknown("body is not a known dialect's JSON", streaming=False)
+    transcript = dialect.reduce_json(payload, status=capture.status)
+    transcript.findings[:0] = issue_findings(issues, Position(None, 0))
+    return transcript
+
+
+def _transcribe_stream(body: bytes, capture: Capture) -> Transcript:
+    events, incomplete = sse.parse(body)
+    dialect = _detect(_sample_payloads(events), capture.path)
+    if dialect is None:
+        transcript = _unknown(
+            "body is neither JSON nor a stream of a known dialect", streaming=True
+        )
+        transcript.events = len(events)
+    else:
+        transcript = dialect.reduce_events(events, status=capture.status)
+    if incomplete is not None:
+        transcript.findings.append(
+            Finding(
+                Code.SSE_INCOMPLETE_EVENT,
+                position=Position(None, incomplete.offset),
+                detail=f"{incomplete.length} bytes after the last event boundary",
+            )
+        )
+    return transcript
+
+
+def _sample_payloads(events: Sequence[sse.Event]) -> list[Any]:
+    payloads: list[Any] = []
+    for event in events[:SNIFF_EVENTS]:
+        try:
+            payloads.append(load_envelope(event.data)[0])
+        except JsonInvalid:
+            continue
+    return payloads
+
+
+def _detect(payloads: Sequence[Any], path: str | None) -> ModuleType | None:
+    """The dialect the content names; the one the path names when the content names none."""
+    for payload in payloads:
+        for dialect in DIALECTS:
+            if dialect.sniff(payload):
+                return dialect
+    if path:
+        route = path.split("?", 1)[0].rstrip("/")
+        for dialect in DIALECTS:
+            if route.endswith(dialect.PATHS):
+                return dialect
+    return None
+
+
+def _unknown(reason: str, *, streaming: bool) -> Transcript:
+    transcript = Transcript(dialect=UNKNOWN, streaming=streaming)
+    transcript.findings.append(invalid_payload(reason, Position(None, 0)))
+    return transcript

@@ -1,0 +1,153 @@
+"""Run the single-side rules on one recorded response body.
+
+A capture is checked on its own, without the other leg: a stream that ends without its terminal
+marker (DONE_MISSING), a choice without a finish reason, tool-call deltas without an index, argument
+fragments that do not join into valid JSON, an error object inside a 200, a new call id on an index
+already in use. Warnings (a cut capture, an integer a JavaScript client cannot hold, a duplicate
+key, a payload that is not JSON) make the verdict inconclusive.
+
+The body is read as recorded. When a pair.json sits next to a file named upstream.* or
+downstream.*, its request path, status, Content-Encoding and how the leg ended are used too.
+
+exit codes: 0 clean, 1 defective, 2 usage error (missing, empty or unreadable file), 3 inconclusive
+
+examples:
+  calltap check recordings/2026-11-30/req-1/downstream.sse
+  calltap check downstream.sse --json | jq '.findings[].code'
+  calltap check downstream.sse --json --redact > report-to-share.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from calltap.compare import check_capture
+from calltap.report import check_json, render_check
+from calltap.transcript import Capture
+
+USAGE_ERROR = 2
+EXIT_CODES = {"clean": 0, "equal": 0, "defective": 1, "diverged": 1, "inconclusive": 3}
+LEG_STEMS = ("upstream", "downstream")
+LEG_SUFFIXES = (".sse", ".json")
+"""A recorded leg is upstream.sse, downstream.json, ...; attempts and .partial files are not."""
+
+
+class UnreadableCapture(Exception):
+    """A capture file the command cannot use; the message names the file and why."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "capture", metavar="CAPTURE", help="a recorded response body (.sse or .json)"
+    )
+    add_output_flags(parser)
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of tables"
+    )
+    parser.add_argument(
+        "--redact",
+        action="store_true",
+        help="codes, severities, positions and counts only: no text, names, arguments or ids",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        capture = read_capture(Path(args.capture))
+    except UnreadableCapture as error:
+        return usage_error("check", error)
+    result = check_capture(capture)
+    if args.json:
+        print_json(check_json(result, redact=args.redact))
+    else:
+        render_check(result, Console(), redact=args.redact)
+    return EXIT_CODES[result.verdict]
+
+
+def read_capture(path: Path, leg: dict[str, Any] | None = None) -> Capture:
+    """A Capture from a recorded file, with its leg's metadata from pair.json when there is one."""
+    try:
+        body = path.read_bytes()
+    except FileNotFoundError:
+        raise UnreadableCapture(f"cannot read '{path}': no such file") from None
+    except IsADirectoryError:
+        raise UnreadableCapture(f"cannot read '{path}': is a directory") from None
+    except PermissionError:
+        raise UnreadableCapture(f"cannot read '{path}': permission denied") from None
+    except OSError as error:
+        raise UnreadableCapture(f"cannot read '{path}': {error.strerror or error}") from None
+    if not body:
+        raise UnreadableCapture(f"cannot read '{path}': empty file")
+    if leg is None:
+        leg = sibling_leg(path)
+    return capture_from_leg(body, leg)
+
+
+def capture_from_leg(body: bytes, leg: dict[str, Any] | None) -> Capture:
+    """A Capture whose path, status, Content-Encoding and truncation come from a pair.json leg."""
+    if not leg:
+        return Capture(body)
+    status = leg.get("status")
+    path = leg.get("path")
+    return Capture(
+        body,
+        path=path if isinstance(path, str) else None,
+        content_encoding=leg.get("content_encoding")
+        or _header(leg.get("response_headers"), "content-encoding"),
+        status=status if isinstance(status, int) else None,
+        truncated=leg.get("ended") == "capture_truncated",
+    )
+
+
+def sibling_leg(path: Path) -> dict[str, Any] | None:
+    """The pair.json leg that describes `path` (upstream.sse -> legs.upstream), if there is one."""
+    stem, dot, suffix = path.name.partition(".")
+    if stem not in LEG_STEMS or dot + suffix not in LEG_SUFFIXES:
+        return None
+    return pair_legs(path.parent).get(stem)
+
+
+def pair_legs(directory: Path) -> dict[str, dict[str, Any]]:
+    """The `legs` of a pair.json (the last upstream attempt when the gateway retried)."""
+    try:
+        pair = json.loads((directory / "pair.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    legs = pair.get("legs") if isinstance(pair, dict) else None
+    if not isinstance(legs, dict):
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    attempts = legs.get("upstream_attempts")
+    if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict):
+        found["upstream"] = attempts[-1]
+    for stem in LEG_STEMS:
+        if isinstance(legs.get(stem), dict):
+            found[stem] = legs[stem]
+    return found
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if not isinstance(headers, dict):
+        return None
+    for key, value in headers.items():
+        if key.lower() == name and isinstance(value, str):
+            return value
+    return None
+
+
+def print_json(value: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+def usage_error(command: str, error: Exception) -> int:
+    sys.stderr.write(f"calltap {command}: {error}\n")
+    return USAGE_ERROR

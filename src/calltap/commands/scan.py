@@ -1,0 +1,147 @@
+"""Re-check a recordings tree and print a summary.
+
+Every directory under DIR that holds an upstream.sse|.json and/or a downstream.sse|.json (the
+recordings/<day>/<request-id>/ layout calltap writes) is compared again with the current rules: a
+pair is compared, a single leg is checked on its own. The request path, status, Content-Encoding
+and how each leg ended come from the pair.json beside them when there is one. Files still named
+*.partial and earlier upstream attempts are skipped; an empty leg counts as a body with nothing
+in it.
+
+The summary counts verdicts and finding codes and lists every capture that is not equal (or clean).
+
+exit codes: 0 all equal/clean, 1 any diverged or defective, 2 usage error, 3 else any inconclusive
+
+examples:
+  calltap scan recordings/
+  calltap scan recordings/2026-11-30 --json | jq '.codes'
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from calltap.commands.check import (
+    EXIT_CODES,
+    LEG_STEMS,
+    LEG_SUFFIXES,
+    capture_from_leg,
+    pair_legs,
+    print_json,
+    usage_error,
+)
+from calltap.compare import check_capture, compare_captures
+from calltap.report import VERDICT_STYLES
+from calltap.transcript import Capture
+
+FINE = frozenset({"equal", "clean"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR", help="a recordings tree (or one day of it)")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of tables"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.directory)
+    if not root.is_dir():
+        reason = "no such directory" if not root.exists() else "not a directory"
+        return usage_error("scan", f"cannot read '{root}': {reason}")
+    try:
+        results = [_rescan(directory, root) for directory in _capture_dirs(root)]
+    except OSError as error:
+        return usage_error("scan", f"cannot read '{root}': {error.strerror or error}")
+    summary = _summary(results)
+    if args.json:
+        print_json(summary)
+    else:
+        _render(summary, Console())
+    verdicts = summary["verdicts"]
+    if verdicts.get("diverged") or verdicts.get("defective"):
+        return EXIT_CODES["diverged"]
+    if verdicts.get("inconclusive"):
+        return EXIT_CODES["inconclusive"]
+    return 0
+
+
+def _capture_dirs(root: Path) -> list[Path]:
+    found = {
+        path.parent
+        for stem in LEG_STEMS
+        for suffix in LEG_SUFFIXES
+        for path in root.rglob(stem + suffix)
+        if path.is_file()
+    }
+    return sorted(found)
+
+
+def _leg_file(directory: Path, stem: str) -> Path | None:
+    for suffix in LEG_SUFFIXES:
+        path = directory / (stem + suffix)
+        if path.is_file():
+            return path
+    return None
+
+
+def _rescan(directory: Path, root: Path) -> dict[str, Any]:
+    legs = pair_legs(directory)
+    captures: dict[str, Capture] = {}
+    for stem in LEG_STEMS:
+        path = _leg_file(directory, stem)
+        if path is not None:
+            captures[stem] = capture_from_leg(path.read_bytes(), legs.get(stem))
+    name = str(directory.relative_to(root)) if directory != root else "."
+    if len(captures) == 2:
+        comparison = compare_captures(captures["upstream"], captures["downstream"])
+        return _entry(name, "pair", comparison.verdict, comparison.findings)
+    ((stem, capture),) = captures.items()
+    single = check_capture(capture)
+    return _entry(name, stem, single.verdict, single.findings)
+
+
+def _entry(name: str, kind: str, verdict: str, findings: list) -> dict[str, Any]:
+    return {
+        "capture": name,
+        "kind": kind,
+        "verdict": verdict,
+        "codes": sorted({str(finding.code) for finding in findings}),
+    }
+
+
+def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "captures": len(results),
+        "verdicts": dict(Counter(result["verdict"] for result in results)),
+        "codes": dict(
+            sorted(Counter(code for result in results for code in result["codes"]).items())
+        ),
+        "not_equal": [result for result in results if result["verdict"] not in FINE],
+    }
+
+
+def _render(summary: dict[str, Any], console: Console) -> None:
+    verdicts = ", ".join(f"{count} {verdict}" for verdict, count in summary["verdicts"].items())
+    console.print(f"{summary['captures']} captures: {verdicts or 'none found'}", highlight=False)
+    if summary["codes"]:
+        codes = Table("code", "captures", show_edge=False, pad_edge=False)
+        for code, count in summary["codes"].items():
+            codes.add_row(code, str(count))
+        console.print(codes)
+    if summary["not_equal"]:
+        table = Table("capture", "kind", "verdict", "codes", show_edge=False, pad_edge=False)
+        for result in summary["not_equal"]:
+            verdict = result["verdict"]
+            table.add_row(
+                result["capture"],
+                result["kind"],
+                f"[{VERDICT_STYLES[verdict]}]{verdict}[/]",
+                ", ".join(result["codes"]),
+            )
+        console.print(table)

@@ -1,0 +1,312 @@
+"""Two transcripts in, a verdict and findings out: did the gateway forward the answer intact?
+
+Upstream (what the provider sent) is the reference. Per choice, matched by index:
+- tool calls are a multiset of (function name, decoded arguments). Exact pairs match first; then
+  leftovers with the same name pair up as TOOL_CALL_ARGUMENTS_CHANGED; what is still left is
+  TOOL_CALLS_DROPPED (upstream only) or TOOL_CALLS_ADDED (downstream only), with a count.
+  TOOL_CALL_SET_CHANGED accompanies any of those. Arguments that are not valid JSON compare by
+  their raw text. Matched calls in another order are TOOL_CALL_ORDER_CHANGED, matched calls with
+  other ids or indexes TOOL_CALL_IDS_REMAPPED (both cosmetic).
+- TEXT_CHANGED, FINISH_REASON_CHANGED (upstream without a finish reason and downstream "stop" is a
+  masked upstream EOF, and is reported too).
+- A side defect (FINISH_REASON_MISSING, DONE_MISSING, ERROR_IN_STREAM, TOOL_CALL_INDEX_MISSING,
+  TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT) is a divergence only when it is present downstream
+  and not upstream with the same code and choice: the gateway cannot be blamed for what it was sent.
+- USAGE_MISSING when only upstream had usage, USAGE_CHANGED when the counts differ, including
+  usage only downstream (a gateway's estimate after a masked upstream EOF).
+Every warning of either side joins the findings. Verdict: inconclusive on any warning, else
+diverged on any fatal or negotiable finding, else equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Literal
+
+from calltap.codes import Code, Severity
+from calltap.dialects import transcribe
+from calltap.transcript import Capture, Choice, Finding, Side, ToolCall, Transcript, Usage
+
+ComparisonVerdict = Literal["equal", "diverged", "inconclusive"]
+CheckVerdict = Literal["clean", "defective", "inconclusive"]
+
+SIDE_DEFECTS = frozenset(
+    {
+        Code.FINISH_REASON_MISSING,
+        Code.DONE_MISSING,
+        Code.ERROR_IN_STREAM,
+        Code.TOOL_CALL_INDEX_MISSING,
+        Code.TOOL_ARGUMENTS_INVALID,
+        Code.TOOL_CALL_ID_CONFLICT,
+    }
+)
+BREAKING = frozenset({Severity.FATAL, Severity.NEGOTIABLE})
+COMPARISON_VERDICTS: dict[str, ComparisonVerdict] = {
+    "warning": "inconclusive",
+    "breaking": "diverged",
+    "none": "equal",
+}
+CHECK_VERDICTS: dict[str, CheckVerdict] = {
+    "warning": "inconclusive",
+    "breaking": "defective",
+    "none": "clean",
+}
+
+
+@dataclass(slots=True)
+class Comparison:
+    verdict: ComparisonVerdict
+    upstream: Transcript
+    downstream: Transcript
+    findings: list[Finding]
+
+
+@dataclass(slots=True)
+class Check:
+    verdict: CheckVerdict
+    transcript: Transcript
+    findings: list[Finding]
+
+
+def compare(upstream: Transcript, downstream: Transcript) -> Comparison:
+    """Compare what the provider sent (upstream) with what the client got (downstream)."""
+    findings: list[Finding] = []
+    for index in sorted(upstream.choices.keys() | downstream.choices.keys()):
+        up, down = upstream.choices.get(index), downstream.choices.get(index)
+        if down is None:
+            findings.append(
+                Finding(Code.CHOICE_DROPPED, "downstream", index, position=downstream.end_position)
+            )
+        elif up is None:
+            findings.append(Finding(Code.CHOICE_ADDED, "downstream", index, position=down.position))
+        else:
+            findings.extend(_compare_choice(up, down, downstream))
+    findings.extend(_side_defects(upstream, downstream))
+    findings.extend(_compare_usage(upstream, downstream))
+    findings.extend(_warnings(upstream.findings, "upstream"))
+    findings.extend(_warnings(downstream.findings, "downstream"))
+    verdict: ComparisonVerdict = COMPARISON_VERDICTS[_worst(findings)]
+    return Comparison(verdict, upstream, downstream, findings)
+
+
+def check(transcript: Transcript) -> Check:
+    """The single-side verdict: clean, defective, or inconclusive when anything is uncertain."""
+    findings = list(transcript.findings)
+    verdict: CheckVerdict = CHECK_VERDICTS[_worst(findings)]
+    return Check(verdict, transcript, findings)
+
+
+def compare_captures(upstream: Capture, downstream: Capture) -> Comparison:
+    return compare(transcribe(upstream), transcribe(downstream))
+
+
+def check_capture(capture: Capture) -> Check:
+    return check(transcribe(capture))
+
+
+def _worst(findings: Iterable[Finding]) -> Literal["warning", "breaking", "none"]:
+    """What decides a verdict: any warning, else any fatal or negotiable finding, else none."""
+    severities = {finding.severity for finding in findings}
+    if Severity.WARNING in severities:
+        return "warning"
+    if severities & BREAKING:
+        return "breaking"
+    return "none"
+
+
+def _compare_choice(up: Choice, down: Choice, downstream: Transcript) -> list[Finding]:
+    index = down.index
+    findings: list[Finding] = []
+    if up.text != down.text:
+        findings.append(
+            Finding(
+                Code.TEXT_CHANGED,
+                "downstream",
+                index,
+                position=down.finish_position or downstream.end_position,
+                detail=_text_difference(up.text, down.text),
+            )
+        )
+    if up.finish_reason != down.finish_reason:
+        findings.append(
+            Finding(
+                Code.FINISH_REASON_CHANGED,
+                "downstream",
+                index,
+                position=down.finish_position or downstream.end_position,
+                detail=f"{up.raw_finish_reason} -> {down.raw_finish_reason}",
+            )
+        )
+    findings.extend(_compare_calls(up, down, downstream))
+    return findings
+
+
+def _text_difference(up: str, down: str) -> str:
+    common = next(
+        (at for at, (a, b) in enumerate(zip(up, down, strict=False)) if a != b),
+        min(len(up), len(down)),
+    )
+    return (
+        f"upstream {len(up)} chars, downstream {len(down)} chars, first difference at char {common}"
+    )
+
+
+def _call_key(call: ToolCall) -> tuple[str, Hashable]:
+    arguments = call.decoded.key if call.decoded is not None else ("raw", call.arguments)
+    return call.name, arguments
+
+
+def _compare_calls(up: Choice, down: Choice, downstream: Transcript) -> list[Finding]:
+    index = down.index
+    unmatched: dict[tuple[str, Hashable], list[int]] = defaultdict(list)
+    for order, call in enumerate(up.tool_calls):
+        unmatched[_call_key(call)].append(order)
+    pairs: list[tuple[int, int]] = []
+    down_left: list[int] = []
+    for order, call in enumerate(down.tool_calls):
+        candidates = unmatched.get(_call_key(call))
+        if candidates:
+            pairs.append((candidates.pop(0), order))
+        else:
+            down_left.append(order)
+    up_left = sorted(order for orders in unmatched.values() for order in orders)
+
+    findings: list[Finding] = []
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for order in up_left:
+        by_name[up.tool_calls[order].name].append(order)
+    added: list[int] = []
+    changed = 0
+    for order in down_left:
+        call = down.tool_calls[order]
+        same_name = by_name.get(call.name)
+        if same_name:
+            paired = same_name.pop(0)
+            pairs.append((paired, order))
+            changed += 1
+            findings.append(
+                Finding(
+                    Code.TOOL_CALL_ARGUMENTS_CHANGED,
+                    "downstream",
+                    index,
+                    position=call.position,
+                    detail=f"{call.name}: {up.tool_calls[paired].arguments} -> {call.arguments}",
+                )
+            )
+        else:
+            added.append(order)
+    dropped = [order for orders in by_name.values() for order in orders]
+    if dropped:
+        names = ", ".join(up.tool_calls[order].name for order in sorted(dropped))
+        findings.append(
+            Finding(
+                Code.TOOL_CALLS_DROPPED,
+                "downstream",
+                index,
+                count=len(dropped),
+                position=down.finish_position or downstream.end_position,
+                detail=f"missing downstream: {names}",
+            )
+        )
+    if added:
+        names = ", ".join(down.tool_calls[order].name for order in added)
+        findings.append(
+            Finding(
+                Code.TOOL_CALLS_ADDED,
+                "downstream",
+                index,
+                count=len(added),
+                position=down.tool_calls[added[0]].position,
+                detail=f"only downstream: {names}",
+            )
+        )
+    if dropped or added or changed:
+        findings.append(
+            Finding(
+                Code.TOOL_CALL_SET_CHANGED,
+                "downstream",
+                index,
+                count=len(dropped) + len(added) + changed,
+                position=down.finish_position or downstream.end_position,
+            )
+        )
+    findings.extend(_cosmetic(up, down, pairs))
+    return findings
+
+
+def _cosmetic(up: Choice, down: Choice, pairs: list[tuple[int, int]]) -> list[Finding]:
+    findings: list[Finding] = []
+    in_upstream_order = [down_order for _, down_order in sorted(pairs)]
+    moved = next((later for earlier, later in pairwise(in_upstream_order) if later < earlier), None)
+    if moved is not None:
+        findings.append(
+            Finding(
+                Code.TOOL_CALL_ORDER_CHANGED,
+                "downstream",
+                down.index,
+                position=down.tool_calls[moved].position,
+            )
+        )
+    remapped = [
+        (up.tool_calls[u], down.tool_calls[d])
+        for u, d in pairs
+        if (up.tool_calls[u].id, up.tool_calls[u].index)
+        != (down.tool_calls[d].id, down.tool_calls[d].index)
+    ]
+    if remapped:
+        findings.append(
+            Finding(
+                Code.TOOL_CALL_IDS_REMAPPED,
+                "downstream",
+                down.index,
+                count=len(remapped),
+                position=remapped[0][1].position,
+                detail="; ".join(f"{a.id}#{a.index} -> {b.id}#{b.index}" for a, b in remapped),
+            )
+        )
+    return findings
+
+
+def _side_defects(upstream: Transcript, downstream: Transcript) -> list[Finding]:
+    """Downstream side defects that upstream did not already have (same code and choice)."""
+    inherited = {(f.code, f.choice) for f in upstream.findings if f.code in SIDE_DEFECTS}
+    return [
+        dataclasses.replace(finding, side="downstream")
+        for finding in downstream.findings
+        if finding.code in SIDE_DEFECTS and (finding.code, finding.choice) not in inherited
+    ]
+
+
+def _compare_usage(upstream: Transcript, downstream: Transcript) -> list[Finding]:
+    up, down = upstream.usage, downstream.usage
+    if (up is None and down is None) or up == down:
+        return []
+    if down is None:
+        return [Finding(Code.USAGE_MISSING, "downstream", position=downstream.end_position)]
+    return [
+        Finding(
+            Code.USAGE_CHANGED,
+            "downstream",
+            position=downstream.usage_position,
+            detail=f"{_usage_text(up)} -> {_usage_text(down)}",
+        )
+    ]
+
+
+def _usage_text(usage: Usage | None) -> str:
+    if usage is None:
+        return "none"
+    counts = (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+    return "prompt {}, completion {}, total {}".format(*counts)
+
+
+def _warnings(findings: Iterable[Finding], side: Side) -> list[Finding]:
+    return [
+        dataclasses.replace(finding, side=side)
+        for finding in findings
+        if finding.severity is Severity.WARNING
+    ]

@@ -1,0 +1,137 @@
+"""What every dialect reducer shares: finish-reason normalization, usage, findings, the side rules.
+
+A reducer turns one dialect's events into choices, calls and findings; the rules that do not depend
+on the dialect (decoding each call's arguments, a missing finish reason, a missing terminal marker,
+an error object inside a 2xx body, JSON issues in an envelope) live here so that every dialect
+applies them the same way.
+
+Empty arguments: a call whose joined argument fragments are empty (or only whitespace) decodes as
+`{}`, the value a client calls the function with; it is not TOOL_ARGUMENTS_INVALID. Against an
+upstream call with real arguments it still compares as TOOL_CALL_ARGUMENTS_CHANGED, which is how a
+gateway that re-splits or loses argument fragments shows up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from calltap.codes import Code
+from calltap.jsonvalues import JsonInvalid, JsonIssue, decode_strict
+from calltap.transcript import Finding, FinishReason, Position, ToolCall, Transcript, Usage
+
+OPENAI_FINISH_REASONS: Mapping[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+    "error": "error",
+}
+
+EMPTY_ARGUMENTS = "{}"
+
+
+def normalize_finish_reason(raw: Any, table: Mapping[str, FinishReason]) -> Any:
+    """The normalized finish reason, or None when absent.
+
+    An unknown non-empty reason passes through unchanged, so that two legs that disagree on an
+    unknown reason still compare as different instead of both collapsing to one value.
+    """
+    if raw is None or raw == "":
+        return None
+    return table.get(raw, raw)
+
+
+def normalize_usage(usage: Any) -> Usage | None:
+    """Prompt/completion/total tokens from an OpenAI-style usage object (None when it is absent)."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = _tokens(usage.get("prompt_tokens", usage.get("input_tokens")))
+    completion = _tokens(usage.get("completion_tokens", usage.get("output_tokens")))
+    total = _tokens(usage.get("total_tokens"))
+    if total is None and prompt is not None and completion is not None:
+        total = prompt + completion
+    if prompt is None and completion is None and total is None:
+        return None
+    return Usage(prompt, completion, total)
+
+
+def _tokens(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def error_expected(status: int | None) -> bool:
+    """True for a 4xx/5xx response, where an error object is the answer rather than a defect."""
+    return status is not None and status >= 400
+
+
+def record_error(
+    transcript: Transcript, error: Any, status: int | None, position: Position | None
+) -> None:
+    """Keep an error object; inside a 2xx (or unknown-status) body it is ERROR_IN_STREAM."""
+    transcript.errors.append(error)
+    if not error_expected(status):
+        transcript.findings.append(
+            Finding(Code.ERROR_IN_STREAM, position=position, detail=_error_summary(error))
+        )
+
+
+def _error_summary(error: Any) -> str:
+    if isinstance(error, dict):
+        parts = [str(error[key]) for key in ("type", "code", "message") if error.get(key)]
+        return ": ".join(parts)
+    return str(error)
+
+
+def issue_findings(
+    issues: Iterable[JsonIssue], position: Position | None, choice: int | None = None
+) -> list[Finding]:
+    """Warnings for a payload's JSON issues (UNSAFE_INTEGER, DUPLICATE_KEY, NON_FINITE_NUMBER)."""
+    return [
+        Finding(issue.code, choice=choice, position=position, detail=f"at {issue.path}")
+        for issue in issues
+    ]
+
+
+def invalid_payload(error: Exception | str, position: Position | None) -> Finding:
+    """A JSON_INVALID warning for a payload that could not be read."""
+    return Finding(Code.JSON_INVALID, position=position, detail=str(error))
+
+
+def decode_arguments(call: ToolCall, choice: int, findings: list[Finding]) -> None:
+    """Decode a call's joined arguments strictly into `call.decoded`, recording what is wrong."""
+    text = call.arguments if call.arguments.strip() else EMPTY_ARGUMENTS
+    try:
+        decoded = decode_strict(text)
+    except JsonInvalid as error:
+        findings.append(
+            Finding(
+                Code.TOOL_ARGUMENTS_INVALID,
+                choice=choice,
+                position=call.position,
+                detail=f"{call.name}: {error}",
+            )
+        )
+        return
+    call.decoded = decoded
+    findings.extend(issue_findings(decoded.issues, call.position, choice))
+
+
+def finish(transcript: Transcript) -> Transcript:
+    """Apply the side rules every dialect shares, once the reducer has seen the whole body.
+
+    Each call's arguments are decoded; a choice without a finish reason is FINISH_REASON_MISSING; a
+    stream that never carried its terminal marker is DONE_MISSING.
+    """
+    findings = transcript.findings
+    for index, choice in transcript.choices.items():
+        for call in choice.tool_calls:
+            decode_arguments(call, index, findings)
+        if choice.finish_reason is None:
+            findings.append(
+                Finding(Code.FINISH_REASON_MISSING, choice=index, position=transcript.end_position)
+            )
+    if transcript.streaming and not transcript.terminal_seen:
+        findings.append(Finding(Code.DONE_MISSING, position=transcript.end_position))
+    return transcript

@@ -1,0 +1,288 @@
+"""OpenAI Chat Completions: `chat.completion.chunk` streams and `chat.completion` JSON bodies.
+
+How a stream is read, the way a careful client reads it:
+- Text is `delta.content` joined per choice; choices are keyed by their `index` (0 when absent), so
+  `n > 1` streams with interleaved chunks reduce to one choice each.
+- Tool calls accumulate by `index`. The first fragment of an index carries id, type and name; later
+  fragments may omit them, repeat them, send `"id": null` or `"name": ""`: none of that starts a new
+  call or renames one. A different non-empty id on an index already in use is TOOL_CALL_ID_CONFLICT,
+  and the fragment still accumulates into that index, as a client keyed by index would do.
+- A tool-call delta without `index` is TOOL_CALL_INDEX_MISSING (one finding per choice, at the
+  first such delta, with the number of such deltas as its count). It starts a new call when it
+  carries an id that differs from the latest call's id (or when there is no call yet), and
+  otherwise continues the latest call, as clients that tolerate such streams do.
+- A legacy `delta.function_call` accumulates into the call at index 0.
+- `choices: []` chunks (usage, Azure's `prompt_filter_results` preamble) and `usage: null` on every
+  chunk are normal; the last non-null usage wins.
+- `data: [DONE]` (the whole payload) ends the stream; a `[DONE]` inside content or arguments is
+  text. Events after it are counted but not read: a client has stopped listening.
+- A payload with a truthy `error` is kept, and is ERROR_IN_STREAM unless the status is 4xx/5xx.
+- `event: ping` blocks are ignored; a payload that is not a JSON object is JSON_INVALID.
+
+A JSON body (`chat.completion`) reads `choices[].message` the same way; its tool calls carry no
+index, so each takes its position in the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from calltap.codes import Code
+from calltap.dialects.common import (
+    OPENAI_FINISH_REASONS,
+    finish,
+    invalid_payload,
+    issue_findings,
+    normalize_finish_reason,
+    normalize_usage,
+    record_error,
+)
+from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.sse import Event
+from calltap.transcript import Choice, Finding, Position, ToolCall, Transcript
+
+NAME = "openai.chat"
+PATHS = ("/chat/completions",)
+TERMINAL = "[DONE]"
+BODY = Position(None, 0)
+"""Where everything in a JSON body is: no event, the start of the body."""
+
+
+def sniff(payload: Any) -> bool:
+    """True when a decoded stream payload or JSON body belongs to Chat Completions."""
+    if not isinstance(payload, dict):
+        return False
+    kind = payload.get("object")
+    if kind in ("chat.completion.chunk", "chat.completion"):
+        return True
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return "delta" in choices[0] or "message" in choices[0]
+    return "prompt_filter_results" in payload and isinstance(choices, list)
+
+
+class _Call:
+    """One tool call being accumulated; fragments are joined once, at the end."""
+
+    __slots__ = ("fragments", "id", "index", "name", "parts", "position")
+
+    def __init__(self, index: int, call_id: Any, name: Any, position: Position) -> None:
+        self.index = index
+        self.id = call_id if call_id.__class__ is str and call_id else None
+        self.name = name if name.__class__ is str else ""
+        self.parts: list[str] = []
+        self.fragments = 0
+        self.position = position
+
+    def tool_call(self) -> ToolCall:
+        return ToolCall(
+            name=self.name,
+            arguments="".join(self.parts),
+            id=self.id,
+            index=self.index,
+            fragments=self.fragments,
+            position=self.position,
+        )
+
+
+class _Choice:
+    __slots__ = ("calls", "choice", "index_missing", "latest", "text")
+
+    def __init__(self, choice: Choice) -> None:
+        self.choice = choice
+        self.text: list[str] = []
+        self.calls: dict[int, _Call] = {}
+        self.latest: _Call | None = None
+        self.index_missing: Finding | None = None
+
+
+class _Reducer:
+    """Accumulates one body's choices; `stream` and `body` are the two ways in.
+
+    This is the comparator's hot path: per event it does one envelope decode and a few dict
+    lookups, builds a Position only when something is recorded, and takes the slow path
+    (`locate`) only when a call starts, changes id or name, or comes without an index.
+    """
+
+    def __init__(self, streaming: bool, status: int | None) -> None:
+        self.transcript = Transcript(dialect=NAME, streaming=streaming)
+        self.status = status
+        self.part = "delta" if streaming else "message"
+        self.choices: dict[Any, _Choice] = {}
+
+    def stream(self, events: Sequence[Event]) -> Transcript:
+        transcript = self.transcript
+        findings = transcript.findings
+        take = self.payload
+        transcript.events = len(events)
+        for event in events:
+            data = event.data
+            if data == TERMINAL:
+                transcript.terminal_seen = True
+                transcript.end_position = _at(event)
+                break
+            if event.type == "ping":
+                continue
+            try:
+                payload, issues = load_envelope(data)
+            except JsonInvalid as error:
+                findings.append(invalid_payload(error, _at(event)))
+                continue
+            if issues:
+                findings.extend(issue_findings(issues, _at(event)))
+            if payload.__class__ is not dict:
+                findings.append(invalid_payload("payload is not a JSON object", _at(event)))
+                continue
+            take(payload, event)
+        else:
+            if events:
+                transcript.end_position = _at(events[-1])
+        return self.result()
+
+    def body(self, payload: Any) -> Transcript:
+        self.transcript.end_position = BODY
+        if isinstance(payload, dict):
+            self.payload(payload, None)
+        return self.result()
+
+    def payload(self, payload: dict[str, Any], event: Event | None) -> None:
+        error = payload.get("error")
+        if error:
+            record_error(self.transcript, error, self.status, _at(event))
+        usage = payload.get("usage")
+        if usage:
+            normalized = normalize_usage(usage)
+            if normalized is not None:
+                self.transcript.usage = normalized
+                self.transcript.usage_position = _at(event)
+        entries = payload.get("choices")
+        if not entries or entries.__class__ is not list:
+            return
+        states = self.choices
+        part = self.part
+        for entry in entries:
+            if entry.__class__ is not dict:
+                continue
+            index = entry.get("index", 0)
+            if index.__class__ is not int:
+                index = 0
+            state = states.get(index) or self.new_choice(index, event)
+            delta = entry.get(part)
+            if delta and delta.__class__ is dict:
+                content = delta.get("content")
+                if content and content.__class__ is str:
+                    state.text.append(content)
+                fragments = delta.get("tool_calls")
+                if fragments and fragments.__class__ is list:
+                    self.tool_calls(state, fragments, event)
+                if "function_call" in delta:
+                    self.legacy_call(state, delta["function_call"], event)
+            reason = entry.get("finish_reason")
+            if reason:
+                if reason.__class__ is not str:
+                    reason = repr(reason)
+                choice = state.choice
+                choice.raw_finish_reason = reason
+                choice.finish_reason = normalize_finish_reason(reason, OPENAI_FINISH_REASONS)
+                choice.finish_position = _at(event)
+
+    def new_choice(self, index: int, event: Event | None) -> _Choice:
+        """The state of a choice seen for the first time (without an integer index: 0)."""
+        state = self.choices[index] = _Choice(Choice(index=index, position=_at(event)))
+        return state
+
+    def legacy_call(self, state: _Choice, function: Any, event: Event | None) -> None:
+        if function and function.__class__ is dict:
+            self.tool_calls(state, [{"index": 0, "function": function}], event)
+
+    def tool_calls(self, state: _Choice, fragments: list[Any], event: Event | None) -> None:
+        calls = state.calls
+        for order, fragment in enumerate(fragments):
+            if fragment.__class__ is not dict:
+                continue
+            function = fragment.get("function")
+            if function.__class__ is not dict:
+                function = {}
+            index = fragment.get("index")
+            call = calls.get(index) if index.__class__ is int else None
+            if call is None or (fragment.get("id") or call.id) != call.id or not call.name:
+                call = self.locate(state, fragment, function, order, event)
+            state.latest = call
+            call.fragments += 1
+            arguments = function.get("arguments")
+            if arguments and arguments.__class__ is str:
+                call.parts.append(arguments)
+
+    def locate(
+        self,
+        state: _Choice,
+        fragment: dict[str, Any],
+        function: dict[str, Any],
+        order: int,
+        event: Event | None,
+    ) -> _Call:
+        """The call a fragment belongs to when it starts one, renames, changes id or lacks index."""
+        call_id = fragment.get("id")
+        if call_id.__class__ is not str:
+            call_id = None
+        index = fragment.get("index")
+        if index.__class__ is not int:
+            index = order if event is None else self.without_index(state, call_id, event)
+        call = state.calls.get(index)
+        if call is None:
+            call = state.calls[index] = _Call(index, call_id, function.get("name"), _at(event))
+            return call
+        if call_id and call.id and call_id != call.id:
+            self.transcript.findings.append(
+                Finding(
+                    Code.TOOL_CALL_ID_CONFLICT,
+                    choice=state.choice.index,
+                    position=_at(event),
+                    detail=f"index {index}: {call.id} then {call_id}",
+                )
+            )
+        elif call_id and not call.id:
+            call.id = call_id
+        name = function.get("name")
+        if not call.name and name.__class__ is str:
+            call.name = name
+        return call
+
+    def without_index(self, state: _Choice, call_id: Any, event: Event) -> int:
+        """Where a streamed fragment without index goes; one finding per choice counts them."""
+        finding = state.index_missing
+        if finding is None:
+            finding = Finding(Code.TOOL_CALL_INDEX_MISSING, choice=state.choice.index, count=0)
+            finding.position = _at(event)
+            state.index_missing = finding
+            self.transcript.findings.append(finding)
+        finding.count = (finding.count or 0) + 1
+        latest = state.latest
+        if latest is not None and (not call_id or call_id == latest.id):
+            return latest.index
+        return max(state.calls, default=-1) + 1
+
+    def result(self) -> Transcript:
+        transcript = self.transcript
+        for index in sorted(self.choices):
+            state = self.choices[index]
+            choice = state.choice
+            choice.text = "".join(state.text)
+            choice.tool_calls = [state.calls[key].tool_call() for key in sorted(state.calls)]
+            transcript.choices[index] = choice
+        return finish(transcript)
+
+
+def _at(event: Event | None) -> Position:
+    return BODY if event is None else Position(event.ordinal, event.offset)
+
+
+def reduce_events(events: Sequence[Event], *, status: int | None = None) -> Transcript:
+    """A transcript from the dispatched SSE events of a Chat Completions stream."""
+    return _Reducer(streaming=True, status=status).stream(events)
+
+
+def reduce_json(payload: Any, *, status: int | None = None) -> Transcript:
+    """A transcript from a non-streaming `chat.completion` body (already decoded)."""
+    return _Reducer(streaming=False, status=status).body(payload)
