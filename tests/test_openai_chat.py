@@ -294,6 +294,24 @@ def test_a_payload_that_is_not_json_is_a_warning_with_its_position() -> None:
     assert transcript.choices[0].text == "ok"
 
 
+def test_an_envelope_that_orjson_rejects_is_read_strictly_with_its_issues_at_its_event() -> None:
+    text = json.dumps(chunk([delta(content="ok")]))
+    body = finished(text[:-1] + ', "score": NaN}', reason="stop")
+    transcript = read(body)
+    (finding,) = transcript.findings
+    assert (finding.code, finding.position) == (Code.NON_FINITE_NUMBER, Position(0, 0))
+    assert finding.detail == "at /score"
+    assert transcript.choices[0].text == "ok"
+
+
+def test_a_payload_that_is_json_but_not_an_object_is_a_warning() -> None:
+    body = b"data: [1, 2]\n\n" + finished(chunk([delta(content="ok")]), reason="stop")
+    transcript = read(body)
+    (finding,) = transcript.findings
+    assert (finding.code, finding.position) == (Code.JSON_INVALID, Position(0, 0))
+    assert finding.detail == "payload is not a JSON object"
+
+
 def test_incomplete_final_event_and_truncated_capture_are_warnings() -> None:
     whole = finished(chunk([delta(content="ok")]), reason="stop")
     cut = whole + b'data: {"id"'

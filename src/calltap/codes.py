@@ -23,6 +23,7 @@ class Code(StrEnum):
     FINISH_REASON_CHANGED = "FINISH_REASON_CHANGED"
     DONE_MISSING = "DONE_MISSING"
     ERROR_IN_STREAM = "ERROR_IN_STREAM"
+    ERROR_DROPPED = "ERROR_DROPPED"
     CHOICE_DROPPED = "CHOICE_DROPPED"
     CHOICE_ADDED = "CHOICE_ADDED"
     USAGE_MISSING = "USAGE_MISSING"
@@ -58,6 +59,7 @@ SEVERITY: dict[Code, Severity] = {
     Code.FINISH_REASON_CHANGED: Severity.FATAL,
     Code.DONE_MISSING: Severity.FATAL,
     Code.ERROR_IN_STREAM: Severity.FATAL,
+    Code.ERROR_DROPPED: Severity.FATAL,
     Code.CHOICE_DROPPED: Severity.FATAL,
     Code.CHOICE_ADDED: Severity.FATAL,
     Code.USAGE_MISSING: Severity.NEGOTIABLE,
@@ -85,6 +87,7 @@ EXPLANATION: dict[Code, str] = {
     Code.FINISH_REASON_CHANGED: "the finish reasons differ",
     Code.DONE_MISSING: "the terminal marker of the stream is missing",
     Code.ERROR_IN_STREAM: "an error object arrived inside a 200 response",
+    Code.ERROR_DROPPED: "an error object the provider sent never reached the client",
     Code.CHOICE_DROPPED: "a choice the provider sent is missing downstream",
     Code.CHOICE_ADDED: "a choice appears downstream that the provider never sent",
     Code.USAGE_MISSING: "usage is absent downstream",

@@ -12,6 +12,8 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
 - A side defect (FINISH_REASON_MISSING, DONE_MISSING, ERROR_IN_STREAM, TOOL_CALL_INDEX_MISSING,
   TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT) is a divergence only when it is present downstream
   and not upstream with the same code and choice: the gateway cannot be blamed for what it was sent.
+- ERROR_DROPPED when upstream carried an error object and downstream carries none in any shape:
+  the client never learned that the provider failed.
 - USAGE_MISSING when only upstream had usage, USAGE_CHANGED when the counts differ, including
   usage only downstream (a gateway's estimate after a masked upstream EOF).
 Every warning of either side joins the findings. Verdict: inconclusive on any warning, else
@@ -86,6 +88,7 @@ def compare(upstream: Transcript, downstream: Transcript) -> Comparison:
         else:
             findings.extend(_compare_choice(up, down, downstream))
     findings.extend(_side_defects(upstream, downstream))
+    findings.extend(_dropped_errors(upstream, downstream))
     findings.extend(_compare_usage(upstream, downstream))
     findings.extend(_warnings(upstream.findings, "upstream"))
     findings.extend(_warnings(downstream.findings, "downstream"))
@@ -278,6 +281,22 @@ def _side_defects(upstream: Transcript, downstream: Transcript) -> list[Finding]
         dataclasses.replace(finding, side="downstream")
         for finding in downstream.findings
         if finding.code in SIDE_DEFECTS and (finding.code, finding.choice) not in inherited
+    ]
+
+
+def _dropped_errors(upstream: Transcript, downstream: Transcript) -> list[Finding]:
+    """ERROR_DROPPED: the provider sent error objects and the client got none of them."""
+    if not upstream.errors or downstream.errors:
+        return []
+    sent = [f.detail for f in upstream.findings if f.code is Code.ERROR_IN_STREAM]
+    return [
+        Finding(
+            Code.ERROR_DROPPED,
+            "downstream",
+            count=len(upstream.errors),
+            position=downstream.end_position,
+            detail="; ".join(sent),
+        )
     ]
 
 

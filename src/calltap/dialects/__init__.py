@@ -34,12 +34,12 @@ from typing import Any
 
 from calltap import sse
 from calltap.codes import Code
-from calltap.dialects import openai_chat
+from calltap.dialects import anthropic, openai_chat, openai_responses
 from calltap.dialects.common import invalid_payload, issue_findings
 from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.transcript import Capture, Finding, Position, Transcript
 
-DIALECTS: tuple[ModuleType, ...] = (openai_chat,)
+DIALECTS: tuple[ModuleType, ...] = (openai_chat, anthropic, openai_responses)
 UNKNOWN = "unknown"
 JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
 """A JSON body: an optional BOM, optional whitespace, then an object."""

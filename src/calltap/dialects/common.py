@@ -13,7 +13,9 @@ gateway that re-splits or loses argument fragments shows up.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from calltap.codes import Code
@@ -135,3 +137,41 @@ def finish(transcript: Transcript) -> Transcript:
     if transcript.streaming and not transcript.terminal_seen:
         findings.append(Finding(Code.DONE_MISSING, position=transcript.end_position))
     return transcript
+
+
+def canonical_arguments(value: Any) -> str:
+    """The argument text of a call whose arguments arrived as a JSON value (a whole `input`).
+
+    Compact, key order kept, non-ASCII kept, so `decode_strict` reads back the same value; an
+    integer too long for `int` (held as a Decimal) is written as the double a client would read.
+    """
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), default=_decimal_as_double
+    )
+
+
+def _decimal_as_double(value: Any) -> float:
+    if isinstance(value, Decimal):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def flag_cut_call(call: ToolCall, choice: int, findings: list[Finding], reason: str) -> None:
+    """A call the stream never closed: its arguments may be a cut prefix of what was meant.
+
+    Arguments that no longer decode become TOOL_ARGUMENTS_INVALID in `finish`; a prefix that still
+    decodes (no fragment yet, or a cut right after a closing brace) gets that finding here, so a
+    cut call is never taken for a complete one.
+    """
+    try:
+        decode_strict(call.arguments if call.arguments.strip() else EMPTY_ARGUMENTS)
+    except JsonInvalid:
+        return
+    findings.append(
+        Finding(
+            Code.TOOL_ARGUMENTS_INVALID,
+            choice=choice,
+            position=call.position,
+            detail=f"{call.name}: {reason}",
+        )
+    )

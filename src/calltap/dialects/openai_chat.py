@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from calltap.codes import Code
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
@@ -47,6 +49,8 @@ PATHS = ("/chat/completions",)
 TERMINAL = "[DONE]"
 BODY = Position(None, 0)
 """Where everything in a JSON body is: no event, the start of the body."""
+UNREADABLE = object()
+"""A payload that is not JSON at all (already recorded as JSON_INVALID)."""
 
 
 def sniff(payload: Any) -> bool:
@@ -113,8 +117,8 @@ class _Reducer:
 
     def stream(self, events: Sequence[Event]) -> Transcript:
         transcript = self.transcript
-        findings = transcript.findings
         take = self.payload
+        loads = orjson.loads
         transcript.events = len(events)
         for event in events:
             data = event.data
@@ -125,20 +129,32 @@ class _Reducer:
             if event.type == "ping":
                 continue
             try:
-                payload, issues = load_envelope(data)
-            except JsonInvalid as error:
-                findings.append(invalid_payload(error, _at(event)))
-                continue
-            if issues:
-                findings.extend(issue_findings(issues, _at(event)))
-            if payload.__class__ is not dict:
-                findings.append(invalid_payload("payload is not a JSON object", _at(event)))
-                continue
-            take(payload, event)
+                payload = loads(data)
+            except orjson.JSONDecodeError:
+                payload = self.strict_payload(event)
+            if payload.__class__ is dict:
+                take(payload, event)
+            elif payload is not UNREADABLE:
+                transcript.findings.append(
+                    invalid_payload("payload is not a JSON object", _at(event))
+                )
         else:
             if events:
                 transcript.end_position = _at(events[-1])
         return self.result()
+
+    def strict_payload(self, event: Event) -> Any:
+        """A payload orjson rejects, read by `load_envelope` with its issues recorded, or
+        UNREADABLE. orjson is called directly in the loop above because almost every payload
+        is plain JSON, and one call less per event is a measurable share of the reducer."""
+        findings = self.transcript.findings
+        try:
+            payload, issues = load_envelope(event.data)
+        except JsonInvalid as error:
+            findings.append(invalid_payload(error, _at(event)))
+            return UNREADABLE
+        findings.extend(issue_findings(issues, _at(event)))
+        return payload
 
     def body(self, payload: Any) -> Transcript:
         self.transcript.end_position = BODY
@@ -157,7 +173,7 @@ class _Reducer:
                 self.transcript.usage = normalized
                 self.transcript.usage_position = _at(event)
         entries = payload.get("choices")
-        if not entries or entries.__class__ is not list:
+        if entries.__class__ is not list:
             return
         states = self.choices
         part = self.part
@@ -169,7 +185,7 @@ class _Reducer:
                 index = 0
             state = states.get(index) or self.new_choice(index, event)
             delta = entry.get(part)
-            if delta and delta.__class__ is dict:
+            if delta.__class__ is dict:
                 content = delta.get("content")
                 if content and content.__class__ is str:
                     state.text.append(content)

@@ -1,0 +1,25 @@
+"""Real loopback servers that stand in for a provider and a gateway: for the demo, tests and bench.
+
+`FakeProvider` answers Chat Completions deterministically (parallel tool calls when tools are
+offered, text otherwise); `FakeGateway` relays to an upstream faithfully or injects one of
+`DEFECTS` when a request carries `X-Fake-Gateway-Defect: <name>`. `TOOLS_REQUEST` is the request
+each defect's expectations are written for; `TEXT_REQUEST` asks for a plain text answer.
+"""
+
+from calltap.fakes.defects import DEFECTS, FAITHFUL, Defect, defect_named
+from calltap.fakes.gateway import DEFECT_HEADER, FakeGateway
+from calltap.fakes.provider import CHAT_PATH, TEXT_REQUEST, TOOLS_REQUEST, Exchange, FakeProvider
+
+__all__ = [
+    "CHAT_PATH",
+    "DEFECTS",
+    "DEFECT_HEADER",
+    "FAITHFUL",
+    "TEXT_REQUEST",
+    "TOOLS_REQUEST",
+    "Defect",
+    "Exchange",
+    "FakeGateway",
+    "FakeProvider",
+    "defect_named",
+]

@@ -1,0 +1,119 @@
+"""The baseline calltap is measured against: a bare aiohttp pass-through proxy, nothing recorded.
+
+It does what calltap's relay does for the bytes and nothing else: one process with two
+listeners (front -> gateway, back -> provider), `auto_decompress=False` on both sides, the
+request body read whole and forwarded, hop-by-hop headers dropped, the response streamed back
+chunk by chunk with `iter_any()` and `write` (so the client's backpressure reaches upstream).
+No ids, no pairing, no files, no comparison: what is left is the cost of relaying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    }
+)
+AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+"""Headers aiohttp's client would add on its own; skipped so only the caller's are sent."""
+
+
+def forwardable(headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
+    """The end-to-end headers: hop-by-hop ones and those named by `Connection` dropped."""
+    pairs = list(headers)
+    named = {
+        token.strip().lower()
+        for name, value in pairs
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    return CIMultiDict(
+        (name, value)
+        for name, value in pairs
+        if name.lower() not in HOP_BY_HOP and name.lower() not in named
+    )
+
+
+class PassThrough:
+    """Relays every request to `base_url` through one pooled client session."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.session: aiohttp.ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=0)
+        app.router.add_route("*", "/{tail:.*}", self.relay)
+        app.cleanup_ctx.append(self._session)
+        return app
+
+    async def _session(self, _app: web.Application) -> AsyncIterator[None]:
+        connector = aiohttp.TCPConnector(limit=512, limit_per_host=0)
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=300)
+        async with aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        ) as session:
+            self.session = session
+            yield
+
+    async def relay(self, request: web.Request) -> web.StreamResponse:
+        assert self.session is not None
+        body = await request.read() if request.body_exists else None
+        headers = forwardable(request.headers.items())
+        headers.popall("Content-Length", None)
+        sent = {name.lower() for name in headers}
+        skip = [name for name in AUTO_HEADERS if name.lower() not in sent]
+        url = URL(self.base_url + request.raw_path, encoded=True)
+        async with self.session.request(
+            request.method,
+            url,
+            headers=headers,
+            data=body,
+            allow_redirects=False,
+            skip_auto_headers=skip,
+        ) as upstream:
+            raw = (
+                (name.decode("latin-1"), value.decode("latin-1"))
+                for name, value in upstream.raw_headers
+            )
+            response = web.StreamResponse(
+                status=upstream.status, reason=upstream.reason, headers=forwardable(raw)
+            )
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+
+async def start_listener(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
+    """Serve `app` the way calltap serves its relay listeners; the runner and its URL."""
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        handler_cancellation=True,
+        auto_decompress=False,
+        shutdown_timeout=1.0,
+    )
+    await runner.setup()
+    await web.TCPSite(runner, host, port, reuse_address=True).start()
+    bound_host, bound_port = runner.addresses[0][:2]
+    return runner, f"http://{bound_host}:{bound_port}"

@@ -1,0 +1,301 @@
+"""The relay benchmark's figures and how they are printed: rich tables, then PASS/MISS per target.
+
+Latency added per hop is (topology - direct) / 2 hops, per percentile. CPU per event per leg is
+a proxy process's CPU over the measured paced load divided by (events relayed x 2 legs): each
+proxy process relays every event twice, client side and provider side. calltap's figure counts
+its whole process tree (the comparison workers), read once every pair was compared; the figure
+for its own process alone is shown beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+from dataclasses import dataclass, field
+
+import aiohttp
+from rich.console import Console
+from rich.table import Table
+
+from relay_load import Outcome, Workload, percentile
+from relay_procs import Cpu
+
+HOPS = 2
+LEGS = 2
+CPU_TARGET = 1.15
+RATE_TARGET = 0.9
+LATENCY_TARGET_MS = 1.0
+ROLES = ("client", "provider", "gateway", "proxy")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    serial_requests: int
+    concurrent_requests: int
+    concurrency: int
+    blocks: int
+    """Unpaced runs are measured in this many blocks per topology, taken in turns."""
+    paced_streams: int
+    paced_rounds: int
+    text_events: int
+    pacing: float
+
+    def per_block(self, total: int) -> int:
+        """Requests per unpaced block, so that the blocks add up to about `total`."""
+        return max(1, round(total / self.blocks))
+
+
+@dataclass(slots=True)
+class Usage:
+    """CPU seconds per role ("proxy" is the pass-through or calltap) over measured loads."""
+
+    cpu: dict[str, Cpu] = field(default_factory=dict)
+    seconds: float = 0.0
+    machine_ticks: tuple[int, int] = (0, 0)
+    """The machine's busy and total CPU ticks meanwhile, whoever used them."""
+
+    def absorb(self, other: Usage) -> None:
+        for role, spent in other.cpu.items():
+            self.cpu[role] = self.cpu[role] + spent if role in self.cpu else spent
+        self.seconds += other.seconds
+        self.machine_ticks = (self.machine_ticks[0] + other.machine_ticks[0],
+                              self.machine_ticks[1] + other.machine_ticks[1])
+
+    @property
+    def machine_busy(self) -> float:
+        """The share of all the machine's CPUs that was busy."""
+        busy, total = self.machine_ticks
+        return busy / total if total else 0.0
+
+
+@dataclass(slots=True)
+class Measured:
+    """One topology's measured blocks added up: what the client saw, what the processes spent
+    (calltap: until each block's last pair was compared), and that comparison tail."""
+
+    outcome: Outcome = field(default_factory=Outcome)
+    usage: Usage = field(default_factory=Usage)
+    compare_tail: float | None = None
+    """Seconds calltap needed after each block's last response to compare every pair,
+    added up."""
+
+    def absorb(self, outcome: Outcome, usage: Usage, tail: float | None) -> None:
+        self.outcome.absorb(outcome)
+        self.usage.absorb(usage)
+        if tail is not None:
+            self.compare_tail = (self.compare_tail or 0.0) + tail
+
+
+@dataclass(slots=True)
+class Throughput:
+    serial: Measured = field(default_factory=Measured)
+    concurrent: Measured = field(default_factory=Measured)
+
+
+@dataclass(slots=True)
+class Results:
+    work: Workload
+    throughput: dict[str, Throughput] = field(default_factory=dict)
+    paced: dict[str, Measured] = field(default_factory=dict)
+    verdicts: dict[str, float] = field(default_factory=dict)
+    """calltap's pairs by verdict (the last instance's /metrics)."""
+    capture_failures: float = 0.0
+    undrained: list[str] = field(default_factory=list)
+
+    def outcomes(self) -> list[Outcome]:
+        runs = [m.outcome for t in self.throughput.values() for m in (t.serial, t.concurrent)]
+        return runs + [m.outcome for m in self.paced.values()]
+
+    def mismatches(self) -> list[str]:
+        return [line for outcome in self.outcomes() for line in outcome.mismatches]
+
+
+def ms(seconds: float) -> str:
+    return "–" if math.isnan(seconds) else f"{seconds * 1e3:.2f}"
+
+
+def table(title: str, *columns: str) -> Table:
+    out = Table(title=title)
+    for number, column in enumerate(columns):
+        out.add_column(column, justify="left" if number == 0 else "right")
+    return out
+
+
+def tail(measured: Measured) -> str:
+    """The comparison tail: seconds calltap spent comparing after the last responses."""
+    return f"{measured.compare_tail:.2f}" if measured.compare_tail is not None else ""
+
+
+def per_event_leg(seconds: float, events: int, legs: int = LEGS) -> float:
+    """µs of CPU per event per leg."""
+    return seconds / (events * legs) * 1e6 if events else math.nan
+
+
+class Report:
+    def __init__(self, results: Results, plan: Plan, console: Console) -> None:
+        self.results = results
+        self.plan = plan
+        self.console = console
+        self.events = results.work.events
+        """Events per stream."""
+
+    def print(self, loop: str, malloc: str, recordings: str) -> None:
+        work = self.results.work
+        self.console.print(
+            f"\n[bold]calltap relay benchmark[/]  Python {platform.python_version()},"
+            f" aiohttp {aiohttp.__version__}, loop {loop}, {os.cpu_count()} CPUs,"
+            f" load average now {os.getloadavg()[0]:.2f}\n"
+            f"servers' GLIBC_TUNABLES: {malloc}; calltap records under {recordings}\n"
+            f"{work.events} events per stream ({self.plan.text_events} text), {work.answer_bytes}"
+            f" bytes; bodies sha256-checked: {sum(o.requests for o in self.results.outcomes())}")
+        self.throughput()
+        self.request_cpu()
+        self.latency()
+        self.event_cpu()
+        self.targets()
+        self.calltap_state()
+
+    def throughput(self) -> None:
+        plan = self.plan
+        c = plan.concurrency
+        serial_total = plan.per_block(plan.serial_requests) * plan.blocks
+        concurrent_total = plan.per_block(plan.concurrent_requests) * plan.blocks
+        out = table(f"Unpaced provider: {serial_total} requests at c=1, {concurrent_total} at"
+                    f" c={c}, per topology, in {plan.blocks} blocks taken in turns",
+                    "topology", "req/s c=1", "TTFB p50 ms", "TTFB p99 ms", f"req/s c={c}",
+                    "TTFB p50 ms", "TTFB p99 ms", "mismatches")
+        for name, figures in self.results.throughput.items():
+            serial, concurrent = figures.serial.outcome, figures.concurrent.outcome
+            out.add_row(name, f"{serial.rate:.1f}", ms(percentile(serial.ttfb, 0.5)),
+                        ms(percentile(serial.ttfb, 0.99)), f"{concurrent.rate:.1f}",
+                        ms(percentile(concurrent.ttfb, 0.5)),
+                        ms(percentile(concurrent.ttfb, 0.99)),
+                        str(len(serial.mismatches) + len(concurrent.mismatches)))
+        self.console.print(out)
+
+    def request_cpu(self) -> None:
+        out = table(f"CPU ms per request by process, unpaced c={self.plan.concurrency} run"
+                    " (/proc utime+stime)", "topology", *ROLES, "proxy tree", "all",
+                    "machine busy", "compare tail s")
+        for name, figures in self.results.throughput.items():
+            measured = figures.concurrent
+            usage, requests = measured.usage, measured.outcome.requests or 1
+            cells = [ms(usage.cpu[role].own / requests) if role in usage.cpu else ""
+                     for role in ROLES]
+            proxy = usage.cpu.get("proxy")
+            tree = ms(proxy.tree / requests) if proxy is not None else ""
+            total = sum(cpu.tree for cpu in usage.cpu.values())
+            out.add_row(name, *cells, tree, ms(total / requests), f"{usage.machine_busy:.0%}",
+                        tail(measured))
+        self.console.print(out)
+
+    def latency(self) -> None:
+        plan = self.plan
+        direct = self.results.paced["direct"].outcome.latencies_ns
+        base = (percentile(direct, 0.5), percentile(direct, 0.99))
+        out = table("Per-event latency (arrival - provider timestamp), events"
+                    f" {plan.pacing * 1e3:g} ms apart, {plan.paced_streams} staggered streams"
+                    f" x {plan.paced_rounds}",
+                    "topology", "events", "p50 ms", "p99 ms", "added/hop p50 ms",
+                    "added/hop p99 ms")
+        for name, figures in self.results.paced.items():
+            values = figures.outcome.latencies_ns
+            p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
+            added = ["", ""] if name == "direct" else [ms((p50 - base[0]) / HOPS / 1e9),
+                                                       ms((p99 - base[1]) / HOPS / 1e9)]
+            out.add_row(name, str(len(values)), ms(p50 / 1e9), ms(p99 / 1e9), *added)
+        self.console.print(out)
+
+    def event_cpu(self) -> None:
+        out = table("CPU per relayed event per leg, paced load (/proc utime+stime)",
+                    "process", "CPU s", "events x legs", "µs/event/leg", "busy",
+                    "compare tail s")
+        for name, figures in self.results.paced.items():
+            proxy = figures.usage.cpu.get("proxy")
+            if proxy is None:
+                continue
+            shares = [("process", proxy.own)]
+            if name == "calltap":
+                shares.append(("process tree (comparison workers included)", proxy.tree))
+            events = self.relayed(figures)
+            for label, seconds in shares:
+                out.add_row(f"{name} {label}", f"{seconds:.2f}", str(events * LEGS),
+                            f"{per_event_leg(seconds, events):.1f}",
+                            f"{seconds / figures.usage.seconds:.0%}", tail(figures))
+        for name, figures in self.results.paced.items():
+            gateway = figures.usage.cpu.get("gateway")
+            if gateway is not None:
+                events = self.relayed(figures)
+                out.add_row(f"fake gateway ({name} run), 1 leg", f"{gateway.own:.2f}",
+                            str(events), f"{per_event_leg(gateway.own, events, 1):.1f}",
+                            f"{gateway.own / figures.usage.seconds:.0%}", "")
+        self.console.print(out)
+        busy = ", ".join(f"{name} {figures.usage.machine_busy:.0%}"
+                         for name, figures in self.results.paced.items())
+        self.console.print(f"machine busy during the paced loads: {busy}")
+
+    def targets(self) -> None:
+        out = table("Targets (issue 3)", "target", "measured", "ratio", "limit", "")
+        bare, tap = self.results.paced["pass-through"], self.results.paced["calltap"]
+        bare_cost = self.cost(bare, "own")
+        for label in ("tree", "own"):
+            cost = self.cost(tap, label)
+            ratio = cost / bare_cost
+            self.verdict(out, f"calltap CPU/event/leg ({label}) vs pass-through",
+                         f"{cost:.1f} vs {bare_cost:.1f} µs", ratio, CPU_TARGET,
+                         ratio <= CPU_TARGET)
+        tap_rate = self.results.throughput["calltap"].concurrent.outcome.rate
+        bare_rate = self.results.throughput["pass-through"].concurrent.outcome.rate
+        ratio = tap_rate / bare_rate if bare_rate else math.nan
+        self.verdict(out, f"calltap req/s at c={self.plan.concurrency} vs pass-through",
+                     f"{tap_rate:.1f} vs {bare_rate:.1f}", ratio, RATE_TARGET,
+                     ratio >= RATE_TARGET)
+        direct = percentile(self.results.paced["direct"].outcome.latencies_ns, 0.99)
+        for name in ("calltap", "pass-through"):
+            added = (percentile(self.results.paced[name].outcome.latencies_ns, 0.99)
+                     - direct) / HOPS / 1e6
+            self.verdict(out, f"{name} added latency p99 per hop", f"{added:.3f} ms", added,
+                         LATENCY_TARGET_MS, added < LATENCY_TARGET_MS)
+        self.console.print(out)
+        self.console.print("[dim]PASS/MISS is information: the exit status only reflects"
+                           " body mismatches and crashes[/dim]")
+
+    def relayed(self, paced: Measured) -> int:
+        """Events each process relayed (per leg) during the measured paced load."""
+        return paced.outcome.requests * self.events
+
+    def cost(self, paced: Measured, share: str) -> float:
+        proxy = paced.usage.cpu.get("proxy")
+        if proxy is None:
+            return math.nan
+        return per_event_leg(proxy.tree if share == "tree" else proxy.own, self.relayed(paced))
+
+    @staticmethod
+    def verdict(out: Table, name: str, shown: str, ratio: float, limit: float,
+                passed: bool) -> None:
+        mark = "[bold green]PASS[/]" if passed else "[bold red]MISS[/]"
+        out.add_row(name, shown, "–" if math.isnan(ratio) else f"{ratio:.2f}", f"{limit:g}",
+                    mark)
+
+    def calltap_state(self) -> None:
+        results = self.results
+        verdicts = ", ".join(f"{v} {n:.0f}" for v, n in sorted(results.verdicts.items()))
+        self.console.print(f"calltap pairs compared (last instance): {verdicts or 'none'};"
+                           f" capture failures {results.capture_failures:.0f}")
+        if set(results.verdicts) - {"equal"} or results.capture_failures:
+            self.console.print("[bold red]calltap judged a faithful pair other than equal, or"
+                               " failed to record one: see its log[/]")
+        for line in results.undrained:
+            self.console.print(f"[bold red]comparison backlog not drained: {line}[/]")
+
+    def mismatches(self) -> bool:
+        """Print every body mismatch loudly; True when there was any."""
+        mismatches = self.results.mismatches()
+        if not mismatches:
+            return False
+        self.console.print(f"[bold red]BODY MISMATCH: {len(mismatches)} response(s) differ from"
+                           " the provider's bytes[/]")
+        for line in mismatches[:20]:
+            self.console.print(f"[red]  {line}[/]")
+        return True

@@ -1,0 +1,232 @@
+"""Watch calltap catch a gateway that drops a tool call: everything on loopback, in seconds.
+
+The demo starts four things on 127.0.0.1, on ports the system picks:
+
+  fake provider   answers Chat Completions: two parallel tool calls, weather({"city":"Taipei"})
+                  and clock({"zone":"UTC"}), streamed in fragments, then usage and [DONE]
+  fake gateway    relays faithfully, or injects one known defect when a request carries
+                  `X-Fake-Gateway-Defect: <name>` (each reproduces a public bug report)
+  calltap         front and back, exactly as `calltap serve` runs them beside a real gateway:
+                  client -> front -> gateway -> back -> provider
+  a client        sends a faithful text request, a faithful tool-call request, then one
+                  tool-call request per defect, and waits for calltap to compare each pair
+
+For each request it prints the request id (the capture's directory name), the defect injected,
+what calltap should report, what it reported, and whether that matched. Faithful and cosmetic
+relays (rewritten ids, re-cut fragments, stripped headers, a retried upstream) must compare
+`equal`; every lossy defect must be `diverged` with its code (TOOL_CALLS_DROPPED, DONE_MISSING, …).
+
+Exit status: 0 when every defect was caught and every faithful pair was equal, 1 otherwise.
+Needs no configuration and no network. The captures and calltap's own JSON log (calltap.log) go
+to a temporary directory removed at exit, unless --recordings DIR keeps them.
+
+examples:
+  calltap demo
+  calltap demo --recordings demo-recordings
+  jq 'select(.event=="divergence")' demo-recordings/calltap.log
+  calltap compare demo-recordings/<day>/<request id>/upstream.sse \\
+                  demo-recordings/<day>/<request id>/downstream.sse
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from rich.console import Console
+from rich.table import Table
+
+from calltap.codes import Code, Severity
+from calltap.config import Config, ConfigError
+from calltap.fakes import DEFECT_HEADER, DEFECTS, FAITHFUL, Defect, FakeGateway, FakeProvider
+from calltap.fakes.provider import CHAT_PATH, TEXT_REQUEST, TOOLS_REQUEST
+from calltap.proxy.app import Calltap
+
+LOOPBACK = ("127.0.0.1", 0)
+LOG_NAME = "calltap.log"
+PAIR_TIMEOUT = 10.0
+WIDE = 160
+"""Columns for the table when the output is not a terminal (a pipe or a CI log)."""
+STYLES = {
+    Severity.FATAL: "bold red",
+    Severity.NEGOTIABLE: "yellow",
+    Severity.COSMETIC: "dim",
+    Severity.WARNING: "magenta",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One request the demo sends: what it asks for and which defect the gateway injects."""
+
+    label: str
+    request: dict[str, Any]
+    defect: Defect
+
+
+SCENARIOS = (
+    Scenario("text", TEXT_REQUEST, FAITHFUL),
+    Scenario("tool calls", TOOLS_REQUEST, FAITHFUL),
+    *(Scenario("tool calls", TOOLS_REQUEST, defect) for defect in DEFECTS.values()),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What calltap wrote in pair.json for one scenario, and whether it was what we expected."""
+
+    scenario: Scenario
+    request_id: str
+    pair: dict[str, Any]
+
+    @property
+    def comparison(self) -> dict[str, Any]:
+        return self.pair.get("comparison") or {}
+
+    @property
+    def verdict(self) -> str:
+        return self.comparison.get("verdict") or "not compared"
+
+    @property
+    def codes(self) -> list[str]:
+        return list(dict.fromkeys(f["code"] for f in self.comparison.get("findings", [])))
+
+    @property
+    def as_expected(self) -> bool:
+        defect = self.scenario.defect
+        return (
+            self.verdict == defect.verdict
+            and defect.codes <= set(self.codes)
+            and self.pair.get("pairing") == defect.pairing
+            and self.pair.get("attempts") == defect.attempts
+        )
+
+    def got(self) -> list[str]:
+        """The verdict, then how the pair was made when that is not the plain header case."""
+        notes = [self.verdict]
+        if self.pair.get("pairing") != "header":
+            notes.append(f"paired by {self.pair.get('pairing')}")
+        if self.pair.get("attempts") != 1:
+            notes.append(f"{self.pair.get('attempts')} attempts")
+        return notes
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--recordings",
+        metavar="DIR",
+        type=Path,
+        help="keep the captures and calltap.log in DIR (default: a temporary directory)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = max(console.width, WIDE)
+    keep = args.recordings is not None
+    recordings = args.recordings if keep else Path(tempfile.mkdtemp(prefix="calltap-demo-"))
+    try:
+        outcomes = asyncio.run(demo(recordings, console))
+        show(outcomes, recordings, keep, console)
+    except (ConfigError, OSError) as exc:
+        console.print(f"calltap demo: {exc}")
+        return 2
+    finally:
+        if not keep:
+            shutil.rmtree(recordings, ignore_errors=True)
+    return 0 if all(outcome.as_expected for outcome in outcomes) else 1
+
+
+async def demo(recordings: Path, console: Console) -> list[Outcome]:
+    """Start the fakes and calltap on loopback, send every scenario, collect pair.json."""
+    recordings.mkdir(parents=True, exist_ok=True)
+    async with FakeProvider() as provider, FakeGateway() as gateway:
+        config = Config(
+            front=LOOPBACK,
+            gateway=gateway.url,
+            back=LOOPBACK,
+            provider=provider.url,
+            admin=LOOPBACK,
+            recordings=recordings,
+        )
+        with (recordings / LOG_NAME).open("w", encoding="utf-8") as log:
+            async with Calltap(config, log_stream=log) as calltap:
+                assert calltap.front_url is not None and calltap.back_url is not None
+                gateway.upstream = calltap.back_url
+                await gateway.probe_upstream()
+                console.print(
+                    f"provider {provider.url}  gateway {gateway.url}  "
+                    f"calltap front {calltap.front_url} back {calltap.back_url}"
+                )
+                async with aiohttp.ClientSession(auto_decompress=False) as client:
+                    return [await send(client, calltap, scenario) for scenario in SCENARIOS]
+
+
+async def send(client: aiohttp.ClientSession, calltap: Calltap, scenario: Scenario) -> Outcome:
+    """One request through calltap's front; returns once calltap compared its pair."""
+    headers = {"Authorization": "Bearer sk-demo-not-a-real-key"}
+    if scenario.defect is not FAITHFUL:
+        headers[DEFECT_HEADER] = scenario.defect.name
+    url = f"{calltap.front_url}{CHAT_PATH}"
+    async with client.post(url, json=scenario.request, headers=headers) as response:
+        await response.read()
+        request_id = response.headers["X-Request-ID"]
+    try:
+        pair = await calltap.wait_compared(request_id, timeout=PAIR_TIMEOUT)
+    except TimeoutError:
+        pair = {"request_id": request_id}
+    return Outcome(scenario, request_id, pair)
+
+
+def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console) -> None:
+    table = Table(title="calltap demo: one request per injected gateway defect")
+    table.add_column("request id", overflow="fold")
+    table.add_column("defect injected", no_wrap=True)
+    table.add_column("expected")
+    table.add_column("calltap said")
+    table.add_column("codes", overflow="fold")
+    table.add_column("", no_wrap=True)
+    for outcome in outcomes:
+        defect = outcome.scenario.defect
+        table.add_row(
+            outcome.request_id,
+            f"{defect.name} ({outcome.scenario.label})" if defect is FAITHFUL else defect.name,
+            "\n".join(defect.expectations),
+            "\n".join(outcome.got()),
+            "\n".join(f"[{STYLES[Code(code).severity]}]{code}[/]" for code in outcome.codes) or "-",
+            "[green]caught[/]"
+            if outcome.as_expected and defect.verdict == "diverged"
+            else "[green]ok[/]"
+            if outcome.as_expected
+            else "[red]MISSED[/]",
+        )
+    console.print(table)
+    legend = Table.grid(padding=(0, 2))
+    for defect in DEFECTS.values():
+        legend.add_row(defect.name, defect.summary, f"[dim]{defect.seen_in}[/]")
+    console.print("What each defect does, and where it was seen:")
+    console.print(legend)
+    good = sum(outcome.as_expected for outcome in outcomes)
+    console.print(f"{good}/{len(outcomes)} as expected.")
+    days = sorted(path.name for path in recordings.iterdir() if path.is_dir())
+    where = recordings / (days[-1] if days else "<day>")
+    log = recordings / LOG_NAME
+    if kept:
+        console.print(f"Captures: {where}/<request id>/ (pair.json, upstream.*, downstream.*)")
+        console.print(f"calltap's JSON log: {log}")
+        console.print(f"Tail the divergences: jq -c 'select(.event==\"divergence\")' {log}")
+    else:
+        console.print(
+            "Captures and calltap's log were in a temporary directory, now removed; "
+            "keep them with --recordings DIR."
+        )
+        console.print(
+            "Beside a real gateway: calltap serve ... | jq -c 'select(.event==\"divergence\")'"
+        )

@@ -1,0 +1,324 @@
+"""Anthropic Messages: `message_start` … `message_stop` streams and `message` JSON bodies.
+
+How a stream is read, the way the SDKs' message accumulators read it:
+- Each payload's `type` says what it is (the `event:` line repeats it and is used only when the
+  payload has no `type`). `ping` is ignored anywhere; unknown types are skipped, as SDKs skip them.
+- One choice, index 0, that begins at `message_start` (or at the first content, if that is
+  missing).
+- Text is every `text_delta` joined in order, across text blocks (and the rare non-empty `text` of
+  a text block's `content_block_start`); `thinking_delta`, `signature_delta` and citations are not
+  text.
+- Each `tool_use` content block is one tool call: its id and name come from `content_block_start`,
+  its index is the content block index (so a text block at 0 puts the first call at 1), and its
+  arguments are the `input_json_delta.partial_json` fragments joined (the first is often `""`).
+  A block with no fragment at all takes its start's `input` object, written as JSON. Server tools
+  (`server_tool_use`, `mcp_tool_use`) run at the provider and are not calls the client makes.
+- A tool block that never gets its `content_block_stop` is a cut call (the max_tokens case): it is
+  TOOL_ARGUMENTS_INVALID even when the fragments that arrived happen to decode.
+- `message_delta` carries `stop_reason`, normalized: end_turn and stop_sequence → stop,
+  max_tokens → length, tool_use → tool_calls, refusal → content_filter; pause_turn and
+  model_context_window_exceeded → length, since in both the answer stopped before it was done and
+  the client has to continue it.
+- Usage: prompt tokens are `input_tokens` plus `cache_creation_input_tokens` and
+  `cache_read_input_tokens` (Anthropic's `input_tokens` excludes the cache, OpenAI's prompt_tokens
+  includes it, so a faithful translation keeps the total); completion tokens are `output_tokens`,
+  which is cumulative: the last `message_delta` wins. Total is their sum.
+- `message_stop` is the terminal marker; events after it are counted but not read.
+- `error` events keep their `error` object; inside a 2xx it is ERROR_IN_STREAM.
+
+A JSON body (`"type": "message"`) reads `content` the same way: each `tool_use` block's `input`
+object is its arguments, its position in `content` its index. An error body
+(`{"type": "error", "error": {…}}`) keeps its error object.
+
+The SDKs dispatch on the `event:` line itself, so a stream whose `event:` lines were stripped reads
+as empty to them; this reducer reads the payload types and does not flag that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from calltap.dialects.common import (
+    canonical_arguments,
+    finish,
+    flag_cut_call,
+    invalid_payload,
+    issue_findings,
+    normalize_finish_reason,
+    record_error,
+)
+from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.sse import Event
+from calltap.transcript import Choice, FinishReason, Position, ToolCall, Transcript, Usage
+
+NAME = "anthropic.messages"
+PATHS = ("/v1/messages",)
+TERMINAL = "message_stop"
+BODY = Position(None, 0)
+"""Where everything in a JSON body is: no event, the start of the body."""
+STREAM_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
+STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+    "pause_turn": "length",
+    "model_context_window_exceeded": "length",
+}
+PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def sniff(payload: Any) -> bool:
+    """True when a decoded stream payload or JSON body belongs to Anthropic Messages.
+
+    An `error` payload is Anthropic's only without `sequence_number`, which Responses events carry.
+    """
+    if payload.__class__ is not dict:
+        return False
+    kind = payload.get("type")
+    if kind.__class__ is not str:
+        return False
+    if kind in STREAM_TYPES:
+        return True
+    if kind == "message":
+        return isinstance(payload.get("content"), list)
+    return (
+        kind == "error"
+        and isinstance(payload.get("error"), dict)
+        and "sequence_number" not in payload
+    )
+
+
+class _Block:
+    """One tool_use content block being accumulated."""
+
+    __slots__ = ("id", "index", "input", "name", "parts", "position", "stopped")
+
+    def __init__(self, index: int, block: dict[str, Any], position: Position) -> None:
+        self.index = index
+        call_id = block.get("id")
+        name = block.get("name")
+        self.id = call_id if call_id.__class__ is str and call_id else None
+        self.name = name if name.__class__ is str else ""
+        self.input = block.get("input")
+        self.parts: list[str] = []
+        self.position = position
+        self.stopped = False
+
+    def tool_call(self) -> ToolCall:
+        arguments = "".join(self.parts)
+        if not self.parts and self.input.__class__ is dict and self.input:
+            arguments = canonical_arguments(self.input)
+        return ToolCall(
+            name=self.name,
+            arguments=arguments,
+            id=self.id,
+            index=self.index,
+            fragments=1 + len(self.parts),
+            position=self.position,
+        )
+
+
+class _Reducer:
+    """Accumulates one body's single choice; `stream` and `body` are the two ways in."""
+
+    def __init__(self, streaming: bool, status: int | None) -> None:
+        self.transcript = Transcript(dialect=NAME, streaming=streaming)
+        self.status = status
+        self.choice: Choice | None = None
+        self.text: list[str] = []
+        self.blocks: dict[int, _Block] = {}
+        self.usage: dict[str, Any] = {}
+
+    def stream(self, events: Sequence[Event]) -> Transcript:
+        transcript = self.transcript
+        findings = transcript.findings
+        transcript.events = len(events)
+        for event in events:
+            try:
+                payload, issues = load_envelope(event.data)
+            except JsonInvalid as error:
+                findings.append(invalid_payload(error, _at(event)))
+                continue
+            if issues:
+                findings.extend(issue_findings(issues, _at(event)))
+            if payload.__class__ is not dict:
+                findings.append(invalid_payload("payload is not a JSON object", _at(event)))
+                continue
+            kind = payload.get("type")
+            if kind.__class__ is not str:
+                kind = event.type
+            if kind == TERMINAL:
+                transcript.terminal_seen = True
+                transcript.end_position = _at(event)
+                break
+            self.event(kind, payload, event)
+        else:
+            if events:
+                transcript.end_position = _at(events[-1])
+        return self.result()
+
+    def event(self, kind: str, payload: dict[str, Any], event: Event) -> None:
+        if kind == "content_block_delta":
+            self.delta(payload, event)
+        elif kind == "content_block_start":
+            self.block_start(payload, event)
+        elif kind == "content_block_stop":
+            index = payload.get("index")
+            block = self.blocks.get(index) if index.__class__ is int else None
+            if block is not None:
+                block.stopped = True
+        elif kind == "message_start":
+            message = payload.get("message")
+            if message.__class__ is dict:
+                self.message(message, event)
+            else:
+                self.start(event)
+        elif kind == "message_delta":
+            self.start(event)
+            delta = payload.get("delta")
+            if delta.__class__ is dict:
+                self.stop_reason(delta.get("stop_reason"), event)
+            self.take_usage(payload.get("usage"), event)
+        elif kind == "error":
+            error = payload.get("error")
+            record_error(self.transcript, error or payload, self.status, _at(event))
+
+    def start(self, event: Event | None) -> Choice:
+        """The choice, begun at the first event that belongs to it."""
+        if self.choice is None:
+            self.choice = Choice(index=0, position=_at(event))
+        return self.choice
+
+    def message(self, message: dict[str, Any], event: Event | None) -> None:
+        """A `message` object: the JSON body, or the envelope of `message_start`."""
+        self.start(event)
+        content = message.get("content")
+        if content.__class__ is list:
+            for index, block in enumerate(content):
+                if block.__class__ is dict:
+                    self.content(index, block, event)
+        self.stop_reason(message.get("stop_reason"), event)
+        self.take_usage(message.get("usage"), event)
+
+    def block_start(self, payload: dict[str, Any], event: Event) -> None:
+        block = payload.get("content_block")
+        index = payload.get("index")
+        if block.__class__ is dict and index.__class__ is int:
+            self.start(event)
+            self.content(index, block, event)
+
+    def content(self, index: int, block: dict[str, Any], event: Event | None) -> None:
+        """A content block as it starts (stream) or whole (JSON body)."""
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if text and text.__class__ is str:
+                self.text.append(text)
+        elif kind == "tool_use":
+            tool = self.blocks[index] = _Block(index, block, _at(event))
+            tool.stopped = event is None
+
+    def delta(self, payload: dict[str, Any], event: Event) -> None:
+        delta = payload.get("delta")
+        if delta.__class__ is not dict:
+            return
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = delta.get("text")
+            if text and text.__class__ is str:
+                self.start(event)
+                self.text.append(text)
+        elif kind == "input_json_delta":
+            index = payload.get("index")
+            if index.__class__ is not int:
+                return
+            self.start(event)
+            block = self.blocks.get(index)
+            if block is None:
+                block = self.blocks[index] = _Block(index, {}, _at(event))
+            fragment = delta.get("partial_json")
+            if fragment.__class__ is str:
+                block.parts.append(fragment)
+
+    def stop_reason(self, reason: Any, event: Event | None) -> None:
+        if not reason:
+            return
+        if reason.__class__ is not str:
+            reason = repr(reason)
+        choice = self.start(event)
+        choice.raw_finish_reason = reason
+        choice.finish_reason = normalize_finish_reason(reason, STOP_REASONS)
+        choice.finish_position = _at(event)
+
+    def take_usage(self, usage: Any, event: Event | None) -> None:
+        """Merge a usage object: each field it carries replaces the earlier count."""
+        if usage.__class__ is not dict:
+            return
+        counts = {key: value for key, value in usage.items() if value.__class__ is int}
+        if counts:
+            self.usage.update(counts)
+            self.transcript.usage_position = _at(event)
+
+    def body(self, payload: Any) -> Transcript:
+        self.transcript.end_position = BODY
+        if payload.__class__ is dict:
+            error = payload.get("error")
+            if error:
+                record_error(self.transcript, error, self.status, BODY)
+            if payload.get("type") == "message" or "content" in payload:
+                self.message(payload, None)
+        return self.result()
+
+    def result(self) -> Transcript:
+        transcript = self.transcript
+        transcript.usage = _usage(self.usage)
+        choice = self.choice
+        if choice is not None:
+            choice.text = "".join(self.text)
+            for index in sorted(self.blocks):
+                block = self.blocks[index]
+                call = block.tool_call()
+                choice.tool_calls.append(call)
+                if not block.stopped:
+                    reason = f"tool_use block {index} never stopped"
+                    flag_cut_call(call, 0, transcript.findings, reason)
+            transcript.choices[0] = choice
+        return finish(transcript)
+
+
+def _usage(counts: dict[str, Any]) -> Usage | None:
+    """Prompt (input plus cache tokens), completion (output) and their sum."""
+    inputs = [counts[key] for key in PROMPT_FIELDS if key in counts]
+    prompt = sum(inputs) if inputs else None
+    completion = counts.get("output_tokens")
+    if prompt is None and completion is None:
+        return None
+    total = prompt + completion if prompt is not None and completion is not None else None
+    return Usage(prompt, completion, total)
+
+
+def _at(event: Event | None) -> Position:
+    return BODY if event is None else Position(event.ordinal, event.offset)
+
+
+def reduce_events(events: Sequence[Event], *, status: int | None = None) -> Transcript:
+    """A transcript from the dispatched SSE events of a Messages stream."""
+    return _Reducer(streaming=True, status=status).stream(events)
+
+
+def reduce_json(payload: Any, *, status: int | None = None) -> Transcript:
+    """A transcript from a non-streaming `message` body (already decoded)."""
+    return _Reducer(streaming=False, status=status).body(payload)

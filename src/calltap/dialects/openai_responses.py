@@ -1,0 +1,306 @@
+"""OpenAI Responses: `response.*` event streams and `response` JSON bodies.
+
+How a stream is read:
+- Each payload's `type` says what it is; every event carries a `sequence_number`. Unknown types
+  (reasoning, web search, audio) are skipped, as SDKs skip them.
+- One choice, index 0, that begins at `response.created` (or at the first output, if that is
+  missing).
+- Text is every `response.output_text.delta` joined in order, across message items; refusals and
+  reasoning summaries are not text.
+- Each `function_call` output item is one tool call: `response.output_item.added` gives its
+  `call_id` (the id a client answers with), name and `output_index` (its index). Its arguments are
+  the `response.function_call_arguments.delta` fragments joined, matched to the call by
+  `output_index` (or by `item_id` when that is missing). A call with no delta at all takes the
+  arguments of its `.done` event, else of its `response.output_item.done` item, else of the item
+  as added.
+- A call never closed (neither `response.function_call_arguments.done` nor
+  `response.output_item.done` arrived) is a cut call: TOOL_ARGUMENTS_INVALID even when the
+  fragments that arrived happen to decode.
+- The terminal marker is one of `response.completed`, `response.incomplete`, `response.failed`;
+  events after it are counted but not read. The finish reason comes from it: completed with
+  function calls → tool_calls, completed → stop, incomplete for `max_output_tokens` → length,
+  for `content_filter` → content_filter (another reason passes through; none given → length),
+  failed or cancelled → error. Usage
+  (`input_tokens`, `output_tokens`, `total_tokens`) comes from its `response`.
+- An `error` event keeps its `error` object (or the event's own code and message when it has
+  none), and a failed response keeps `response.error`: inside a 2xx each is ERROR_IN_STREAM.
+
+A JSON body (`"object": "response"`) reads `output` the same way: each `function_call` item is a
+call whose index is its position in `output`, and `status` gives the finish reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from calltap.dialects.common import (
+    finish,
+    flag_cut_call,
+    invalid_payload,
+    issue_findings,
+    normalize_finish_reason,
+    normalize_usage,
+    record_error,
+)
+from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.sse import Event
+from calltap.transcript import Choice, FinishReason, Position, ToolCall, Transcript
+
+NAME = "openai.responses"
+PATHS = ("/responses",)
+TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+BODY = Position(None, 0)
+"""Where everything in a JSON body is: no event, the start of the body."""
+STATUSES: dict[str, FinishReason] = {
+    "completed": "stop",
+    "incomplete": "length",
+    "failed": "error",
+    "cancelled": "error",
+}
+"""A terminal status as a finish reason; completed becomes tool_calls when the choice has calls."""
+INCOMPLETE_REASONS: dict[str, FinishReason] = {
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+ERROR_FIELDS = ("code", "message", "param")
+
+
+def sniff(payload: Any) -> bool:
+    """True when a decoded stream payload or JSON body belongs to Responses.
+
+    An `error` event is Responses' only with a `sequence_number`; Anthropic's has none.
+    """
+    if payload.__class__ is not dict:
+        return False
+    kind = payload.get("type")
+    if kind.__class__ is not str:
+        return payload.get("object") == "response"
+    if kind.startswith("response."):
+        return True
+    if kind == "error":
+        return "sequence_number" in payload
+    return payload.get("object") == "response"
+
+
+class _Call:
+    """One function_call item being accumulated."""
+
+    __slots__ = ("closed", "done", "id", "index", "item_id", "name", "parts", "position")
+
+    def __init__(self, index: int, item: dict[str, Any], position: Position) -> None:
+        self.index = index
+        call_id = item.get("call_id")
+        item_id = item.get("id")
+        name = item.get("name")
+        self.id = call_id if call_id.__class__ is str and call_id else None
+        self.item_id = item_id if item_id.__class__ is str else None
+        self.name = name if name.__class__ is str else ""
+        self.parts: list[str] = []
+        self.done = ""
+        """The whole arguments as a `.done` event or item states them; used without fragments."""
+        self.take_arguments(item.get("arguments"))
+        self.position = position
+        self.closed = False
+
+    def take_arguments(self, arguments: Any) -> None:
+        if arguments and arguments.__class__ is str:
+            self.done = arguments
+
+    def tool_call(self) -> ToolCall:
+        return ToolCall(
+            name=self.name,
+            arguments="".join(self.parts) if self.parts else self.done,
+            id=self.id,
+            index=self.index,
+            fragments=1 + len(self.parts),
+            position=self.position,
+        )
+
+
+class _Reducer:
+    """Accumulates one body's single choice; `stream` and `body` are the two ways in."""
+
+    def __init__(self, streaming: bool, status: int | None) -> None:
+        self.transcript = Transcript(dialect=NAME, streaming=streaming)
+        self.status = status
+        self.choice: Choice | None = None
+        self.text: list[str] = []
+        self.calls: dict[int, _Call] = {}
+
+    def stream(self, events: Sequence[Event]) -> Transcript:
+        transcript = self.transcript
+        findings = transcript.findings
+        transcript.events = len(events)
+        for event in events:
+            try:
+                payload, issues = load_envelope(event.data)
+            except JsonInvalid as error:
+                findings.append(invalid_payload(error, _at(event)))
+                continue
+            if issues:
+                findings.extend(issue_findings(issues, _at(event)))
+            if payload.__class__ is not dict:
+                findings.append(invalid_payload("payload is not a JSON object", _at(event)))
+                continue
+            kind = payload.get("type")
+            if kind.__class__ is not str:
+                kind = event.type
+            if kind in TERMINALS:
+                transcript.terminal_seen = True
+                transcript.end_position = _at(event)
+                response = payload.get("response")
+                self.response(response if response.__class__ is dict else {}, event)
+                break
+            self.event(kind, payload, event)
+        else:
+            if events:
+                transcript.end_position = _at(events[-1])
+        return self.result()
+
+    def event(self, kind: str, payload: dict[str, Any], event: Event) -> None:
+        if kind == "response.output_text.delta":
+            text = payload.get("delta")
+            if text and text.__class__ is str:
+                self.start(event)
+                self.text.append(text)
+        elif kind == "response.function_call_arguments.delta":
+            call = self.call_of(payload, event)
+            fragment = payload.get("delta")
+            if fragment.__class__ is str:
+                call.parts.append(fragment)
+        elif kind == "response.function_call_arguments.done":
+            call = self.call_of(payload, event)
+            call.take_arguments(payload.get("arguments"))
+            call.closed = True
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            self.item(kind, payload, event)
+        elif kind in ("response.created", "response.in_progress", "response.queued"):
+            self.start(event)
+        elif kind == "error":
+            error = payload.get("error")
+            if not error:
+                error = {key: payload[key] for key in ERROR_FIELDS if payload.get(key)}
+            record_error(self.transcript, error or payload, self.status, _at(event))
+
+    def start(self, event: Event | None) -> Choice:
+        """The choice, begun at the first event that belongs to it."""
+        if self.choice is None:
+            self.choice = Choice(index=0, position=_at(event))
+        return self.choice
+
+    def item(self, kind: str, payload: dict[str, Any], event: Event) -> None:
+        item = payload.get("item")
+        index = payload.get("output_index")
+        if item.__class__ is not dict or item.get("type") != "function_call":
+            return
+        if index.__class__ is not int:
+            index = max(self.calls, default=-1) + 1
+        self.start(event)
+        call = self.calls.get(index)
+        if call is None:
+            call = self.calls[index] = _Call(index, item, _at(event))
+        if kind == "response.output_item.done":
+            if not call.done:
+                call.take_arguments(item.get("arguments"))
+            call.closed = True
+
+    def call_of(self, payload: dict[str, Any], event: Event) -> _Call:
+        """The call an arguments event belongs to: by output_index, else by item_id."""
+        self.start(event)
+        index = payload.get("output_index")
+        if index.__class__ is int:
+            call = self.calls.get(index)
+            if call is None:
+                call = self.calls[index] = _Call(index, {"id": payload.get("item_id")}, _at(event))
+            return call
+        item_id = payload.get("item_id")
+        for call in self.calls.values():
+            if item_id and call.item_id == item_id:
+                return call
+        index = max(self.calls, default=-1) + 1
+        call = self.calls[index] = _Call(index, {"id": item_id}, _at(event))
+        return call
+
+    def response(self, response: dict[str, Any], event: Event | None) -> None:
+        """A `response` object: the JSON body, or the one a terminal event carries."""
+        position = _at(event)
+        error = response.get("error")
+        if error:
+            record_error(self.transcript, error, self.status, position)
+        usage = normalize_usage(response.get("usage"))
+        if usage is not None:
+            self.transcript.usage = usage
+            self.transcript.usage_position = position
+        status = response.get("status")
+        if status.__class__ is not str or status in ("in_progress", "queued"):
+            return
+        choice = self.start(event)
+        choice.finish_position = position
+        table = STATUSES
+        if status == "incomplete":
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if details.__class__ is dict else None
+            if reason and reason.__class__ is str:
+                status, table = reason, INCOMPLETE_REASONS
+        choice.raw_finish_reason = status
+        choice.finish_reason = normalize_finish_reason(status, table)
+
+    def body(self, payload: Any) -> Transcript:
+        self.transcript.end_position = BODY
+        if payload.__class__ is not dict:
+            return self.result()
+        output = payload.get("output")
+        if output.__class__ is list:
+            self.start(None)
+            for index, item in enumerate(output):
+                if item.__class__ is dict:
+                    self.output_item(index, item)
+        self.response(payload, None)
+        return self.result()
+
+    def output_item(self, index: int, item: dict[str, Any]) -> None:
+        """One whole item of a JSON body's `output`."""
+        kind = item.get("type")
+        if kind == "function_call":
+            call = self.calls[index] = _Call(index, item, BODY)
+            call.closed = True
+        elif kind == "message":
+            content = item.get("content")
+            if content.__class__ is list:
+                for part in content:
+                    if part.__class__ is dict and part.get("type") == "output_text":
+                        text = part.get("text")
+                        if text and text.__class__ is str:
+                            self.text.append(text)
+
+    def result(self) -> Transcript:
+        transcript = self.transcript
+        choice = self.choice
+        if choice is not None:
+            choice.text = "".join(self.text)
+            for index in sorted(self.calls):
+                call = self.calls[index]
+                tool_call = call.tool_call()
+                choice.tool_calls.append(tool_call)
+                if not call.closed:
+                    reason = f"function_call item {index} never closed"
+                    flag_cut_call(tool_call, 0, transcript.findings, reason)
+            if choice.raw_finish_reason == "completed":
+                choice.finish_reason = "tool_calls" if choice.tool_calls else "stop"
+            transcript.choices[0] = choice
+        return finish(transcript)
+
+
+def _at(event: Event | None) -> Position:
+    return BODY if event is None else Position(event.ordinal, event.offset)
+
+
+def reduce_events(events: Sequence[Event], *, status: int | None = None) -> Transcript:
+    """A transcript from the dispatched SSE events of a Responses stream."""
+    return _Reducer(streaming=True, status=status).stream(events)
+
+
+def reduce_json(payload: Any, *, status: int | None = None) -> Transcript:
+    """A transcript from a non-streaming `response` body (already decoded)."""
+    return _Reducer(streaming=False, status=status).body(payload)

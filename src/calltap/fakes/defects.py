@@ -1,0 +1,432 @@
+"""The gateway defects the fake gateway can inject, and what calltap must say about each.
+
+Each defect reproduces a shape from a public bug report (FIELD-NOTES.md). Stream defects are
+transforms over parsed Chat Completions payloads: the gateway parses the provider's SSE events,
+hands each payload (a decoded JSON object, or the raw data text such as "[DONE]") to the transform
+and serializes what comes back. Transforms are deterministic: the same stream in gives the same
+bytes out.
+
+The expectations (`verdict`, `codes`, `pairing`, `attempts`) are those for a streamed request that
+offers two tools with `stream_options.include_usage`, so the provider answers with two parallel
+tool calls: the request the demo and the end-to-end tests send.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from calltap.codes import Code
+
+Payload = dict[str, Any] | str
+"""One event's data: a decoded JSON object, or the raw text when it is not one (`[DONE]`)."""
+
+DONE = "[DONE]"
+
+
+class Relay:
+    """The faithful transform: every payload passes unchanged. Defects override `feed`/`end`."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        return [payload]
+
+    def end(self) -> list[Payload]:
+        """Payloads to send after the upstream stream ended."""
+        return []
+
+
+def deltas(payload: Payload) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each (choice, delta) of a chunk."""
+    if not isinstance(payload, dict):
+        return
+    for choice in payload.get("choices") or ():
+        if isinstance(choice, dict) and isinstance(choice.get("delta"), dict):
+            yield choice, choice["delta"]
+
+
+def tool_deltas(payload: Payload) -> Iterator[dict[str, Any]]:
+    """Each tool-call fragment of a chunk."""
+    for _, delta in deltas(payload):
+        for fragment in delta.get("tool_calls") or ():
+            if isinstance(fragment, dict):
+                yield fragment
+
+
+def chunk_like(template: dict[str, Any], choices: list[Any], usage: Any = None) -> dict[str, Any]:
+    """A new chunk with the template's envelope (id, object, created, model, …, in its key order)
+    and these choices; `usage` replaces the template's (null, as on every chunk but the usage
+    chunk) and is added when given."""
+    chunk: dict[str, Any] = {}
+    for key, value in template.items():
+        chunk[key] = choices if key == "choices" else usage if key == "usage" else value
+    chunk.setdefault("choices", choices)
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
+
+
+def is_empty_chunk(payload: Payload) -> bool:
+    """A chunk that says nothing any more: no choice has a delta field or a finish reason."""
+    if not isinstance(payload, dict) or payload.get("usage") or not payload.get("choices"):
+        return False
+    return all(not delta and not choice.get("finish_reason") for choice, delta in deltas(payload))
+
+
+class DropSecondCall(Relay):
+    """Every fragment of the second parallel call (the second tool-call index seen) is dropped."""
+
+    def __init__(self) -> None:
+        self.indexes: list[Any] = []
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        touched = False
+        for _, delta in deltas(payload):
+            fragments = delta.get("tool_calls")
+            if not isinstance(fragments, list):
+                continue
+            kept = []
+            for fragment in fragments:
+                index = fragment.get("index") if isinstance(fragment, dict) else None
+                if index not in self.indexes:
+                    self.indexes.append(index)
+                if self.indexes.index(index) != 1:
+                    kept.append(fragment)
+            if len(kept) != len(fragments):
+                touched = True
+                if kept:
+                    delta["tool_calls"] = kept
+                else:
+                    del delta["tool_calls"]
+        return [] if touched and is_empty_chunk(payload) else [payload]
+
+
+class OmitFirstIndex(Relay):
+    """`index` is removed from every tool-call fragment of call 0."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        for fragment in tool_deltas(payload):
+            if fragment.get("index") == 0:
+                del fragment["index"]
+        return [payload]
+
+
+class MergeIndexes(Relay):
+    """Every tool-call fragment is put on index 0, so clients merge the calls into one."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        for fragment in tool_deltas(payload):
+            fragment["index"] = 0
+        return [payload]
+
+
+class StripDone(Relay):
+    """`data: [DONE]` is never sent."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        return [] if payload == DONE else [payload]
+
+
+class NullFinishReason(Relay):
+    """Every finish_reason is sent as null."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        for choice, _ in deltas(payload):
+            if choice.get("finish_reason") is not None:
+                choice["finish_reason"] = None
+        return [payload]
+
+
+GATEWAY_ERROR = {
+    "error": {"message": "upstream connection interrupted", "type": "server_error", "code": 502}
+}
+
+
+class ErrorAfter200(Relay):
+    """The first `keep` chunks pass, then an error object ends the stream (no `[DONE]`).
+
+    The rest of the provider's stream is read and discarded, so the provider's leg completes.
+    """
+
+    def __init__(self, keep: int = 3) -> None:
+        self.keep = keep
+        self.sent = 0
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        self.sent += 1
+        if self.sent <= self.keep:
+            return [payload]
+        if self.sent == self.keep + 1:
+            return [copy.deepcopy(GATEWAY_ERROR)]
+        return []
+
+    def end(self) -> list[Payload]:
+        return [copy.deepcopy(GATEWAY_ERROR)] if self.sent < self.keep + 1 else []
+
+
+ESTIMATED_USAGE = {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}
+"""What a masking gateway reports instead of the provider's usage, which it never received."""
+
+
+class MaskEof(Relay):
+    """The first `keep` chunks pass, then the stream is closed as if it had ended well.
+
+    What a gateway does when it masks an upstream EOF: a fabricated final chunk with
+    `finish_reason: "stop"`, an estimated usage chunk, `[DONE]`. The provider's real remainder is
+    read and discarded.
+    """
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep = keep
+        self.seen = 0
+        self.template: dict[str, Any] = {}
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        self.seen += 1
+        if self.seen > self.keep:
+            return []
+        if isinstance(payload, dict):
+            self.template = payload
+        return [payload] if self.seen < self.keep else [payload, *self._fake_ending()]
+
+    def end(self) -> list[Payload]:
+        return self._fake_ending() if self.seen < self.keep else []
+
+    def _fake_ending(self) -> list[Payload]:
+        choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
+        ending: list[Payload] = [chunk_like(self.template, [choice])]
+        if "usage" in self.template:
+            ending.append(chunk_like(self.template, [], ESTIMATED_USAGE))
+        return [*ending, DONE]
+
+
+class RewriteIds(Relay):
+    """Tool-call ids are replaced by the gateway's own (`call_gw_1`, `call_gw_2`, …)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        for fragment in tool_deltas(payload):
+            original = fragment.get("id")
+            if isinstance(original, str) and original:
+                fragment["id"] = self.ids.setdefault(original, f"call_gw_{len(self.ids) + 1}")
+        return [payload]
+
+
+class RechunkArguments(Relay):
+    """Argument fragments are re-cut into pieces of `width` characters on the gateway's own
+    boundaries (short fragments merged, long ones split); the calls' text is unchanged.
+
+    A call's first fragment (with id and name) passes with `arguments: ""`; the argument text is
+    buffered per call and sent as `{"index": N, "function": {"arguments": piece}}` chunks as pieces
+    fill up; what remains is flushed before the chunk with the finish reason.
+    """
+
+    def __init__(self, width: int = 5) -> None:
+        self.width = width
+        self.buffers: dict[tuple[int, Any], str] = {}
+        self.template: dict[str, Any] = {}
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        if not isinstance(payload, dict):
+            return [*self._flush(everything=True), payload]
+        self.template = payload
+        finishing = False
+        for choice, delta in deltas(payload):
+            finishing = finishing or bool(choice.get("finish_reason"))
+            fragments = delta.get("tool_calls")
+            if not isinstance(fragments, list):
+                continue
+            headers = []
+            for fragment in fragments:
+                function = fragment.get("function") or {}
+                key = (choice.get("index", 0), fragment.get("index"))
+                self.buffers[key] = self.buffers.get(key, "") + (function.get("arguments") or "")
+                if "id" in fragment or "name" in function:
+                    headers.append({**fragment, "function": {**function, "arguments": ""}})
+            if headers:
+                delta["tool_calls"] = headers
+            else:
+                del delta["tool_calls"]
+        pieces = self._flush(everything=finishing)
+        kept = [] if is_empty_chunk(payload) else [payload]
+        return [*pieces, *kept] if finishing else [*kept, *pieces]
+
+    def end(self) -> list[Payload]:
+        return self._flush(everything=True)
+
+    def _flush(self, *, everything: bool) -> list[Payload]:
+        """Chunks for every piece that is ready (all that is buffered when `everything`)."""
+        chunks: list[Payload] = []
+        for (choice_index, call_index), text in self.buffers.items():
+            cut = len(text) if everything else len(text) - len(text) % self.width
+            for start in range(0, cut, self.width):
+                fragment = {
+                    "index": call_index,
+                    "function": {"arguments": text[start : start + self.width]},
+                }
+                choice = {
+                    "index": choice_index,
+                    "delta": {"tool_calls": [fragment]},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+                chunks.append(chunk_like(self.template, [choice]))
+            self.buffers[(choice_index, call_index)] = text[cut:]
+        return chunks
+
+
+@dataclass(frozen=True, slots=True)
+class Defect:
+    """One injectable gateway defect and what calltap must report for it."""
+
+    name: str
+    summary: str
+    seen_in: str
+    verdict: str
+    """The expected comparison verdict."""
+    codes: frozenset[Code] = frozenset()
+    """Codes that must be among the comparison's findings."""
+    transform: Callable[[], Relay] | None = None
+    """The stream transform, or None when the defect is not in the stream."""
+    strips_headers: bool = False
+    """Forward none of the client's headers but Content-Type (calltap must pair by content)."""
+    retries: bool = False
+    """Abandon the first upstream attempt after its response headers and try again."""
+
+    @property
+    def pairing(self) -> str:
+        """How calltap should pair the two legs."""
+        return "fingerprint" if self.strips_headers else "header"
+
+    @property
+    def attempts(self) -> int:
+        """How many upstream attempts calltap should record."""
+        return 2 if self.retries else 1
+
+    @property
+    def expectations(self) -> list[str]:
+        """The verdict, then each code and pairing fact calltap must report."""
+        notes = [self.verdict, *sorted(self.codes)]
+        if self.strips_headers:
+            notes.append("paired by fingerprint")
+        if self.retries:
+            notes.append("2 attempts")
+        return notes
+
+    @property
+    def expected(self) -> str:
+        """The expectation in one line."""
+        verdict, *notes = self.expectations
+        return verdict + (f": {', '.join(notes)}" if notes else "")
+
+
+FAITHFUL = Defect(
+    name="none",
+    summary="relays the provider's bytes unchanged",
+    seen_in="",
+    verdict="equal",
+    transform=None,
+)
+
+DEFECTS: dict[str, Defect] = {
+    defect.name: defect
+    for defect in (
+        Defect(
+            "drop-second-call",
+            "drops every fragment of the second parallel tool call",
+            "ocp #478",
+            "diverged",
+            frozenset({Code.TOOL_CALLS_DROPPED, Code.TOOL_CALL_SET_CHANGED}),
+            DropSecondCall,
+        ),
+        Defect(
+            "omit-index",
+            "omits `index` on the tool-call fragments of call 0",
+            "ollama #7881",
+            "diverged",
+            frozenset({Code.TOOL_CALL_INDEX_MISSING}),
+            OmitFirstIndex,
+        ),
+        Defect(
+            "merge-indexes",
+            "puts every parallel call on index 0",
+            "litellm #21331",
+            "diverged",
+            frozenset({Code.TOOL_CALLS_DROPPED, Code.TOOL_CALL_ID_CONFLICT}),
+            MergeIndexes,
+        ),
+        Defect(
+            "strip-done",
+            "never sends `data: [DONE]`",
+            "litellm PR #39748",
+            "diverged",
+            frozenset({Code.DONE_MISSING}),
+            StripDone,
+        ),
+        Defect(
+            "null-finish-reason",
+            "sends the final finish_reason as null",
+            "finish-reason mishandling, e.g. litellm #35663",
+            "diverged",
+            frozenset({Code.FINISH_REASON_MISSING}),
+            NullFinishReason,
+        ),
+        Defect(
+            "error-after-200",
+            "streams three chunks, then an error object, and ends",
+            "OpenRouter's documented mid-stream errors",
+            "diverged",
+            frozenset({Code.ERROR_IN_STREAM}),
+            ErrorAfter200,
+        ),
+        Defect(
+            "mask-eof",
+            "cuts the stream and ends it as if it had finished: finish_reason stop, usage, [DONE]",
+            "litellm #40260",
+            "diverged",
+            frozenset({Code.FINISH_REASON_CHANGED}),
+            MaskEof,
+        ),
+        Defect(
+            "rewrite-ids",
+            "replaces tool-call ids with its own",
+            "translating gateways (LiteLLM's Anthropic route)",
+            "equal",
+            frozenset({Code.TOOL_CALL_IDS_REMAPPED}),
+            RewriteIds,
+        ),
+        Defect(
+            "rechunk-arguments",
+            "re-cuts argument fragments on its own boundaries",
+            "any re-buffering gateway",
+            "equal",
+            frozenset(),
+            RechunkArguments,
+        ),
+        Defect(
+            "strip-headers",
+            "forwards none of the client's headers (no X-Request-ID, no traceparent)",
+            "LiteLLM's default",
+            "equal",
+            strips_headers=True,
+        ),
+        Defect(
+            "retry-once",
+            "abandons the first upstream attempt after its headers and relays a second one",
+            "any gateway with retries",
+            "equal",
+            retries=True,
+        ),
+    )
+}
+"""Every injectable defect by name, in the order the demo sends them."""
+
+
+def defect_named(name: str | None) -> Defect:
+    """The defect for a request header value; FAITHFUL for none. Raises KeyError if unknown."""
+    if not name or name == FAITHFUL.name:
+        return FAITHFUL
+    return DEFECTS[name]

@@ -1,0 +1,193 @@
+"""A fake OpenAI-compatible gateway that relays faithfully, or injects one known defect on request.
+
+Every request, any method and path, is forwarded to `upstream` (an origin such as
+`http://127.0.0.1:8701`; it can be set after the gateway started) and the response relayed back as
+it arrives. By default the relay is byte-identical, and the client's `X-Request-ID` and
+`traceparent` are forwarded along with `Content-Type`, `Accept` and `Authorization`, so a proxy on
+the far side can pair the legs by header.
+
+A client asks for a defect with the request header `X-Fake-Gateway-Defect: <name>` (see
+`calltap.fakes.defects.DEFECTS`; the header is consumed, never forwarded). Stream defects apply to
+`text/event-stream` responses: the gateway parses the provider's events with `calltap.sse`, passes
+each payload through the defect's transform and re-serializes the result; a JSON response is relayed
+as is. `strip-headers` forwards nothing but Content-Type; `retry-once` abandons the first upstream
+attempt after its response headers and relays a second one. An unknown defect name is a 400.
+
+An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
+that breaks mid-body gets the client's connection aborted, with no ending made up.
+
+Like LiteLLM, the gateway returns the provider's `x-request-id` as `llm_provider-x-request-id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from calltap.fakes.defects import DEFECTS, Payload, Relay, defect_named
+from calltap.fakes.provider import MODELS_PATH, error_body
+from calltap.fakes.server import LoopbackServer
+from calltap.sse import Event, SSEParser
+
+DEFECT_HEADER = "X-Fake-Gateway-Defect"
+FORWARDED_HEADERS = ("Content-Type", "Accept", "Authorization", "X-Request-ID", "traceparent")
+"""The client headers the gateway forwards upstream by default."""
+NOT_RELAYED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "date",
+        "server",
+    }
+)
+"""Response headers the gateway does not pass on: hop-by-hop ones, and those it sets itself."""
+
+
+def serialize(event_type: str, payload: Payload) -> bytes:
+    """One SSE event for a payload, compact JSON as the provider writes it."""
+    data = payload.encode() if isinstance(payload, str) else orjson.dumps(payload)
+    prefix = b"" if event_type == "message" else b"event: " + event_type.encode() + b"\n"
+    return prefix + b"data: " + data + b"\n\n"
+
+
+def decode(event: Event) -> Payload:
+    """An event's payload: the JSON object it holds, or its raw data text."""
+    try:
+        value = orjson.loads(event.data)
+    except orjson.JSONDecodeError:
+        return event.data
+    return value if isinstance(value, dict) else event.data
+
+
+def error_response(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    """An error answered by the gateway itself, in OpenAI's shape."""
+    return web.Response(
+        status=status, body=error_body(message, kind), content_type="application/json"
+    )
+
+
+def relayed_headers(upstream: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """The upstream response headers the gateway passes to its client."""
+    headers: CIMultiDict[str] = CIMultiDict()
+    for name, value in upstream.items():
+        lowered = name.lower()
+        if lowered == "x-request-id":
+            headers.add("llm_provider-x-request-id", value)
+        elif lowered not in NOT_RELAYED:
+            headers.add(name, value)
+    return headers
+
+
+class FakeGateway(LoopbackServer):
+    """The fake gateway as a real aiohttp server on loopback; `upstream` may be set later."""
+
+    def __init__(
+        self, upstream: str | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        super().__init__(host, port)
+        self.upstream = upstream
+        self.requests_received = 0
+        self.defects_injected: list[str] = []
+        """The defect names requested so far, in arrival order ("none" for faithful relays)."""
+        self._session: ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._relay)
+        app.cleanup_ctx.append(self._client)
+        return app
+
+    async def _client(self, app: web.Application) -> AsyncIterator[None]:
+        """The upstream client session, open for as long as the application runs."""
+        connector = TCPConnector(limit=0)
+        timeout = ClientTimeout(total=None, sock_connect=10)
+        async with ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=False
+        ) as session:
+            self._session = session
+            yield
+            self._session = None
+
+    async def probe_upstream(self) -> dict[str, Any]:
+        """`GET /v1/models` on the upstream, as a gateway does when it starts."""
+        async with self._require_session().get(self._target(MODELS_PATH)) as response:
+            response.raise_for_status()
+            return orjson.loads(await response.read())
+
+    def _require_session(self) -> ClientSession:
+        if self._session is None:
+            raise RuntimeError("FakeGateway is not running")
+        return self._session
+
+    def _target(self, path_qs: str) -> str:
+        if not self.upstream:
+            raise RuntimeError("FakeGateway has no upstream yet")
+        return self.upstream.rstrip("/") + path_qs
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        self.requests_received += 1
+        try:
+            defect = defect_named(request.headers.get(DEFECT_HEADER))
+        except KeyError:
+            message = f"unknown {DEFECT_HEADER}: {request.headers[DEFECT_HEADER]!r}"
+            return error_response(400, f"{message} (known: {', '.join(DEFECTS)})")
+        self.defects_injected.append(defect.name)
+        if not self.upstream:
+            return error_response(502, "the gateway has no upstream yet", "upstream_error")
+        body = await request.read()
+        names = ("Content-Type",) if defect.strips_headers else FORWARDED_HEADERS
+        headers = {name: request.headers[name] for name in names if name in request.headers}
+        session = self._require_session()
+        target = self._target(request.path_qs)
+        try:
+            if defect.retries:
+                first = await session.request(request.method, target, headers=headers, data=body)
+                first.close()
+            upstream = await session.request(request.method, target, headers=headers, data=body)
+        except aiohttp.ClientError as exc:
+            return error_response(502, f"upstream unreachable: {exc}", "upstream_error")
+        async with upstream:
+            response = web.StreamResponse(
+                status=upstream.status, headers=relayed_headers(upstream.headers)
+            )
+            await response.prepare(request)
+            try:
+                if defect.transform is not None and upstream.content_type == "text/event-stream":
+                    await self._transform(upstream.content, response, defect.transform())
+                else:
+                    async for chunk in upstream.content.iter_any():
+                        await response.write(chunk)
+            except aiohttp.ClientPayloadError:
+                assert request.transport is not None
+                request.transport.abort()
+                return response
+            await response.write_eof()
+            return response
+
+    @staticmethod
+    async def _transform(
+        content: aiohttp.StreamReader, response: web.StreamResponse, transform: Relay
+    ) -> None:
+        """Relay a stream through a defect's transform, event by event."""
+        parser = SSEParser()
+        async for chunk in content.iter_any():
+            out = bytearray()
+            for event in parser.feed(chunk):
+                for payload in transform.feed(decode(event)):
+                    out += serialize(event.type, payload)
+            if out:
+                await response.write(bytes(out))
+        tail = b"".join(serialize("message", payload) for payload in transform.end())
+        if tail:
+            await response.write(tail)

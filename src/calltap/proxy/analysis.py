@@ -1,0 +1,204 @@
+"""The work done on a finished capture, away from the relay loop (in a worker process).
+
+It reads the recorded files back, masks them when body patterns are configured, takes their
+size and sha256, and runs the comparator (both legs) or the single-side checks (one leg).
+Everything crosses the process boundary as plain data: file names in, JSON-ready dicts out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import multiprocessing
+import os
+import signal
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+import orjson
+
+from calltap.compare import check_capture, compare_captures
+from calltap.proxy.redact import BodyMasker
+from calltap.report import check_json, comparison_json
+from calltap.transcript import Capture
+
+
+class BodySpec(TypedDict):
+    """A recorded response body and what the comparator needs to know about it."""
+
+    file: str
+    path: str
+    content_encoding: str | None
+    status: int | None
+    truncated: bool
+
+
+class Job(TypedDict):
+    directory: str
+    files: list[str]
+    """Every recorded file of the capture to measure (and mask)."""
+    mask_patterns: list[str]
+    upstream: BodySpec | None
+    downstream: BodySpec | None
+    mode: Literal["compare", "check", "record"]
+    """Compare upstream with downstream, check the one body given, or only measure files."""
+
+
+class FileFacts(TypedDict):
+    bytes: int
+    sha256: str
+
+
+class Result(TypedDict):
+    files: dict[str, FileFacts]
+    report: dict[str, Any] | None
+
+
+def analyze(job: Job) -> Result:
+    """Measure (and mask) every file of a finished capture, then compare or check its bodies."""
+    directory = Path(job["directory"])
+    masker = BodyMasker(job["mask_patterns"])
+    bodies: dict[str, bytes] = {}
+    files: dict[str, FileFacts] = {}
+    for name in job["files"]:
+        body = (directory / name).read_bytes()
+        if masker:
+            masked = masker.mask(body)
+            if masked != body:
+                _rewrite(directory / name, masked)
+                body = masked
+        bodies[name] = body
+        files[name] = {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    upstream, downstream = job["upstream"], job["downstream"]
+    report: dict[str, Any] | None = None
+    if job["mode"] == "compare" and upstream is not None and downstream is not None:
+        report = comparison_json(
+            compare_captures(_capture(upstream, bodies), _capture(downstream, bodies)))
+    elif job["mode"] == "check":
+        spec = upstream if upstream is not None else downstream
+        if spec is not None:
+            report = check_json(check_capture(_capture(spec, bodies)))
+    return {"files": files, "report": report}
+
+
+def _capture(spec: BodySpec, bodies: dict[str, bytes]) -> Capture:
+    return Capture(body=bodies[spec["file"]], path=spec["path"],
+                   content_encoding=spec["content_encoding"], status=spec["status"],
+                   truncated=spec["truncated"])
+
+
+def _rewrite(path: Path, body: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.masking")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(body)
+    os.replace(temporary, path)
+
+
+class WorkerFailed(RuntimeError):
+    """A comparison job raised in its worker, or the worker died while running it."""
+
+
+def _worker_main(connection: Connection) -> None:
+    """A worker's whole life: read a job, answer it, until the parent closes the pipe. Ctrl-C
+    reaches the whole process group, but only the parent stops the workers (after the last
+    comparison), so a worker ignores SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            job = orjson.loads(connection.recv_bytes())
+        except EOFError:
+            return
+        try:
+            answer: dict[str, Any] = {"result": analyze(job)}
+        except Exception as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        connection.send_bytes(orjson.dumps(answer))
+
+
+_CONTEXT = multiprocessing.get_context(
+    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+if _CONTEXT.get_start_method() == "forkserver":
+    _CONTEXT.set_forkserver_preload([__name__])
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.connection, child = _CONTEXT.Pipe()
+        self.process = _CONTEXT.Process(target=_worker_main, args=(child,), daemon=True,
+                                        name="calltap-compare")
+        self.process.start()
+        child.close()
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class Workers:
+    """Worker processes running `analyze`, forked from a forkserver that has the comparator
+    imported. The event loop talks to each over a pipe it watches itself: no helper threads
+    in the proxy's process, so the relay never competes with them for the GIL. A worker that
+    dies fails the job it was running and is replaced for the next one."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._idle: asyncio.Queue[_Worker] | None = None
+        self._workers: list[_Worker] = []
+
+    def warm(self) -> None:
+        """Start every worker (blocking: the first start also starts the forkserver)."""
+        self._workers = [_Worker() for _ in range(self.count)]
+
+    async def analyze(self, job: Job) -> Result:
+        if self._idle is None:
+            self._idle = asyncio.Queue()
+            for worker in self._workers:
+                self._idle.put_nowait(worker)
+        worker = await self._idle.get()
+        try:
+            worker.connection.send_bytes(orjson.dumps(job))
+            answer = orjson.loads(await _receive(worker.connection))
+        except (OSError, EOFError) as exc:
+            worker = self._replace(worker)
+            raise WorkerFailed(f"comparison worker died: {type(exc).__name__}") from exc
+        except asyncio.CancelledError:
+            worker = self._replace(worker)
+            raise
+        finally:
+            self._idle.put_nowait(worker)
+        if "error" in answer:
+            raise WorkerFailed(answer["error"])
+        return answer["result"]
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        """A fresh worker instead of one that died or whose answer nobody will read."""
+        worker.close()
+        worker.process.kill()
+        self._workers.remove(worker)
+        fresh = _Worker()
+        self._workers.append(fresh)
+        return fresh
+
+    def shutdown(self) -> None:
+        """Close the pipes (each worker then exits) and wait for the processes."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+        for worker in workers:
+            worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+
+
+async def _receive(connection: Connection) -> bytes:
+    """The next message on `connection`, read when the loop sees the pipe readable."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = connection.fileno()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+    return connection.recv_bytes()

@@ -1,0 +1,56 @@
+"""`calltap demo` as users run it: a real subprocess, no configuration, no network."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from calltap.fakes import DEFECTS
+
+
+def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "calltap", "demo", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_demo_catches_every_defect_and_exits_0():
+    result = run_demo()
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in DEFECTS:
+        assert name in result.stdout
+    assert f"{len(DEFECTS) + 2}/{len(DEFECTS) + 2} as expected" in result.stdout
+    assert "MISSED" not in result.stdout
+    assert '"event"' not in result.stdout
+    assert result.stderr == ""
+
+
+def test_demo_keeps_captures_and_log_when_asked(tmp_path: Path):
+    recordings = tmp_path / "demo"
+    result = run_demo("--recordings", str(recordings))
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = [json.loads(line) for line in (recordings / "calltap.log").read_text().splitlines()]
+    compared = [line for line in log if line["event"] == "pair.compared"]
+    pairs = sorted(recordings.glob("*/*/pair.json"))
+    assert len(compared) == len(pairs) == len(DEFECTS) + 2
+    dropped = [line for line in log if line.get("code") == "TOOL_CALLS_DROPPED"]
+    assert dropped and all(line["event"] == "divergence" for line in dropped)
+    assert str(recordings / "calltap.log") in result.stdout
+
+
+def test_demo_help_teaches_what_it_does():
+    result = subprocess.run(
+        [sys.executable, "-m", "calltap", "demo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "X-Fake-Gateway-Defect" in result.stdout
+    assert "--recordings DIR" in result.stdout

@@ -1,0 +1,134 @@
+"""Pairing through a real gateway: by header, by traceparent, by fingerprint; concurrent
+identical requests; retries kept as attempts; orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+import pytest
+from tests.proxy.conftest import chat_request, post_chat
+
+
+@pytest.mark.parametrize("mode", ["header", "traceparent", "strip"])
+async def test_each_pairing_method(topology: dict[str, Any], client, mode: str) -> None:
+    tap, gateway = topology["tap"], topology["gateway"]
+    gateway.mode = mode
+    status, headers, body = await post_chat(client, tap.front_url)
+    assert status == 200
+    pair = await tap.wait_compared(headers["X-Request-ID"])
+    expected = {"header": "header", "traceparent": "traceparent", "strip": "fingerprint"}[mode]
+    assert pair["pairing"] == expected
+    assert pair["comparison"]["verdict"] == "equal"
+    assert pair["legs"]["upstream"]["sha256"] == hashlib.sha256(body).hexdigest()
+
+
+async def test_client_traceparent_is_forwarded_untouched(topology, client) -> None:
+    tap, provider = topology["tap"], topology["provider"]
+    topology["gateway"].mode = "traceparent"
+    traceparent = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    _, headers, _ = await post_chat(client, tap.front_url, headers={"traceparent": traceparent})
+    assert provider.seen[-1]["headers"]["traceparent"] == traceparent
+    pair = await tap.wait_compared(headers["X-Request-ID"])
+    assert pair["pairing"] == "traceparent"
+
+
+async def test_concurrent_identical_requests_pair_in_order_never_cross(topology, client) -> None:
+    tap, provider, gateway = topology["tap"], topology["provider"], topology["gateway"]
+    gateway.mode = "strip"
+    provider.delay = 0.002
+    results = await asyncio.gather(*(post_chat(client, tap.front_url) for _ in range(6)))
+    keys = [headers["X-Request-ID"] for _, headers, _ in results]
+    assert len(set(keys)) == 6
+    pairs = [await tap.wait_compared(key) for key in keys]
+    seen: set[str] = set()
+    for pair in pairs:
+        assert pair["pairing"] == "fingerprint"
+        assert pair["comparison"]["verdict"] == "equal"
+        assert pair["attempts"] == 1
+        upstream_request = pair["legs"]["upstream"]["request_file"]
+        assert upstream_request == "upstream.request"
+        seen.add(pair["legs"]["upstream"]["started_at"])
+    assert len(seen) == 6
+
+
+async def test_concurrent_different_content_never_cross(topology, client) -> None:
+    tap, provider, gateway = topology["tap"], topology["provider"], topology["gateway"]
+    gateway.mode = "strip"
+    provider.reply_with_request = True
+    provider.delay = 0.001
+    contents = [f"question number {i}" for i in range(5)]
+    results = await asyncio.gather(
+        *(post_chat(client, tap.front_url, chat_request(c)) for c in contents)
+    )
+    for content, (_, headers, body) in zip(contents, results, strict=True):
+        assert content.replace(" ", "-").encode() in body
+        pair = await tap.wait_compared(headers["X-Request-ID"])
+        directory = next(tap.recordings.glob(f"*/{pair['request_id']}"))
+        assert (directory / "upstream.sse").read_bytes() == body
+        assert pair["comparison"]["verdict"] == "equal"
+
+
+async def test_gateway_retry_is_kept_as_attempts(topology, client, log) -> None:
+    tap, gateway = topology["tap"], topology["gateway"]
+    gateway.retry_first = True
+    topology["provider"].delay = 0.005
+    status, headers, body = await post_chat(client, tap.front_url)
+    assert status == 200
+    key = headers["X-Request-ID"]
+    pair = await tap.wait_compared(key)
+    assert pair["attempts"] == 2
+    attempts = pair["legs"]["upstream_attempts"]
+    assert [a["attempt"] for a in attempts] == [1, 2]
+    assert attempts[0]["ended"] == "client_aborted"
+    assert attempts[0]["file"] == "upstream.attempt-1.sse"
+    assert pair["legs"]["upstream"]["attempt"] == 2
+    assert pair["legs"]["upstream"]["file"] == "upstream.sse"
+    assert pair["comparison"]["verdict"] == "equal"
+    directory = next(tap.recordings.glob(f"*/{key}"))
+    assert (directory / "upstream.sse").read_bytes() == body
+    assert len((directory / "upstream.attempt-1.sse").read_bytes()) < len(body)
+    assert (directory / "upstream.attempt-1.request").read_bytes() == chat_request()
+    assert (directory / "upstream.request").read_bytes() == chat_request()
+    assert not list(directory.glob("*.partial"))
+    assert log.lines("pair.compared")[-1]["attempts"] == 2
+
+
+async def test_front_leg_without_upstream_is_orphaned_after_window(
+    provider, gateway, make_tap, client, log
+) -> None:
+    _provider_script, provider_url = provider
+    gateway_script, gateway_url = gateway
+    tap = await make_tap(
+        front=("127.0.0.1", 0),
+        gateway=gateway_url,
+        back=("127.0.0.1", 0),
+        provider=provider_url,
+        pairing_window=0.5,
+    )
+    gateway_script.target = provider_url
+    status, headers, _body = await post_chat(client, tap.front_url)
+    assert status == 200
+    key = headers["X-Request-ID"]
+    pair = await tap.wait_compared(key, timeout=10)
+    assert pair["orphaned"] is True
+    assert "upstream" not in pair["legs"]
+    assert pair["check"]["verdict"] == "clean"
+    orphaned = log.lines("pair.orphaned")
+    assert orphaned[-1]["request_id"] == key
+    assert orphaned[-1]["side"] == "downstream"
+
+
+async def test_upstream_leg_without_front_is_orphaned(topology, client, log) -> None:
+    tap = topology["tap"]
+    async with client.post(
+        tap.back_url + "/v1/chat/completions",
+        data=chat_request("alone"),
+        headers={"X-Request-ID": "lonely-1"},
+    ) as response:
+        body = await response.read()
+    pair = await tap.wait_compared("lonely-1")
+    assert pair["orphaned"] is True
+    assert pair["legs"]["upstream"]["bytes"] == len(body)
+    assert log.lines("pair.orphaned")[-1]["side"] == "upstream"

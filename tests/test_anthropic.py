@@ -1,0 +1,321 @@
+"""The Anthropic Messages reducer: what a careful client makes of each stream and JSON body."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calltap.codes import Code
+from calltap.compare import check, compare
+from calltap.dialects import transcribe
+from calltap.transcript import Capture, Position, Transcript
+from fixtures.anthropic.stream import (
+    PING,
+    STOP,
+    error,
+    message_delta,
+    message_start,
+    split,
+    sse,
+    text_block,
+    tool_block,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
+
+
+def read(body: bytes, **capture: Any) -> Transcript:
+    return transcribe(Capture(body, **capture))
+
+
+def codes(transcript: Transcript) -> list[Code]:
+    return [finding.code for finding in transcript.findings]
+
+
+def message(*blocks: list[dict], stop_reason: str = "tool_use", tokens: int = 40) -> bytes:
+    events = [message_start(), PING]
+    for block in blocks:
+        events += block
+    return sse([*events, message_delta(stop_reason, tokens), STOP])
+
+
+def test_text_block_then_two_tool_blocks_reduce_to_text_and_two_calls() -> None:
+    body = (FIXTURES / "tools.upstream.sse").read_bytes()
+    transcript = read(body)
+    assert transcript.dialect == "anthropic.messages"
+    assert transcript.streaming
+    assert transcript.events == 22
+    assert transcript.terminal_seen
+    assert transcript.findings == []
+    choice = transcript.choices[0]
+    assert choice.text == "I'll check the weather and look for museums at once."
+    assert (choice.finish_reason, choice.raw_finish_reason) == ("tool_calls", "tool_use")
+    assert [(c.name, c.id, c.index, c.fragments) for c in choice.tool_calls] == [
+        ("get_weather", "toolu_01A09q90qw90lq917835lq9", 1, 5),
+        ("find_places", "toolu_01B7n2mWk8e4kJqYhVz3Rt5P", 2, 6),
+    ]
+    assert choice.tool_calls[1].decoded.value == {
+        "city": "Lisbon",
+        "kind": "museum",
+        "open_now": True,
+    }
+    assert transcript.usage is not None
+    assert (
+        transcript.usage.prompt_tokens,
+        transcript.usage.completion_tokens,
+        transcript.usage.total_tokens,
+    ) == (472, 112, 584)
+    assert transcript.end_position == Position(21, len(body) - len(sse([STOP])))
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "normalized"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("tool_use", "tool_calls"),
+        ("refusal", "content_filter"),
+        ("pause_turn", "length"),
+        ("model_context_window_exceeded", "length"),
+        ("some_future_reason", "some_future_reason"),
+    ],
+)
+def test_stop_reasons_are_normalized(stop_reason: str, normalized: str) -> None:
+    choice = read(message(text_block(0, ["Hi"]), stop_reason=stop_reason)).choices[0]
+    assert (choice.finish_reason, choice.raw_finish_reason) == (normalized, stop_reason)
+
+
+def test_prompt_tokens_include_the_cache_and_the_last_output_count_wins() -> None:
+    start = message_start(input_tokens=10)
+    start["message"]["usage"] |= {"cache_creation_input_tokens": 200, "cache_read_input_tokens": 3}
+    first = message_delta("end_turn", 7)
+    last = message_delta("end_turn", 31)
+    transcript = read(sse([start, *text_block(0, ["Hi"]), first, last, STOP]))
+    assert transcript.usage is not None
+    assert (
+        transcript.usage.prompt_tokens,
+        transcript.usage.completion_tokens,
+        transcript.usage.total_tokens,
+    ) == (213, 31, 244)
+    assert transcript.usage_position == Position(5, transcript.usage_position.byte)
+
+
+def test_thinking_and_signature_are_not_text_and_server_tools_are_not_calls() -> None:
+    thinking = [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking"}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "The user wants"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM"},
+        },
+        {"type": "content_block_stop", "index": 0},
+    ]
+    server = [
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"},
+        },
+        {"type": "content_block_stop", "index": 1},
+    ]
+    transcript = read(message(thinking, server, text_block(2, ["Done."]), stop_reason="end_turn"))
+    choice = transcript.choices[0]
+    assert choice.text == "Done."
+    assert choice.tool_calls == []
+    assert transcript.findings == []
+
+
+def test_a_tool_block_never_stopped_is_one_invalid_arguments_finding() -> None:
+    cut = tool_block(1, "toolu_a", "write_file", ['{"path": "a.md", "con'], stopped=False)
+    transcript = read(message(text_block(0, ["Writing."]), cut, stop_reason="max_tokens"))
+    assert codes(transcript) == [Code.TOOL_ARGUMENTS_INVALID]
+    assert transcript.findings[0].position == transcript.choices[0].tool_calls[0].position
+
+
+@pytest.mark.parametrize("fragments", [[], ['{"path": "a.md"}']])
+def test_a_tool_block_never_stopped_is_invalid_even_when_what_arrived_decodes(
+    fragments: list[str],
+) -> None:
+    cut = tool_block(0, "toolu_a", "write_file", fragments, stopped=False)
+    transcript = read(message(cut, stop_reason="max_tokens"))
+    assert codes(transcript) == [Code.TOOL_ARGUMENTS_INVALID]
+    assert "never stopped" in transcript.findings[0].detail
+
+
+def test_a_tool_block_without_fragments_takes_its_start_input() -> None:
+    block = tool_block(0, "toolu_a", "lookup", [])
+    block[0]["content_block"]["input"] = {"q": "Belém", "n": 3}
+    del block[1]
+    call = read(message(block)).choices[0].tool_calls[0]
+    assert call.arguments == '{"q":"Belém","n":3}'
+    assert call.decoded.value == {"q": "Belém", "n": 3}
+
+
+def test_events_after_message_stop_are_counted_but_not_read() -> None:
+    late = tool_block(1, "toolu_late", "late", ["{}"])
+    body = message(text_block(0, ["Hi"]), stop_reason="end_turn") + sse(late)
+    transcript = read(body)
+    assert transcript.events == 7 + len(late)
+    assert transcript.choices[0].tool_calls == []
+    assert transcript.findings == []
+
+
+def test_an_error_event_in_a_200_is_error_in_stream_but_not_in_a_529() -> None:
+    body = sse([message_start(), PING, *text_block(0, ["Hel"])[:2], error()])
+    in_200 = read(body, status=200)
+    assert codes(in_200) == [Code.ERROR_IN_STREAM, Code.FINISH_REASON_MISSING, Code.DONE_MISSING]
+    assert in_200.findings[0].detail == "overloaded_error: Overloaded"
+    in_529 = read(body, status=529)
+    assert Code.ERROR_IN_STREAM not in codes(in_529)
+    assert in_529.errors == [{"type": "overloaded_error", "message": "Overloaded"}]
+
+
+def test_a_stream_of_only_an_error_is_anthropic_with_no_choice() -> None:
+    transcript = read(sse([error()]))
+    assert transcript.dialect == "anthropic.messages"
+    assert transcript.choices == {}
+    assert codes(transcript) == [Code.ERROR_IN_STREAM, Code.DONE_MISSING]
+
+
+def test_missing_message_delta_and_message_stop_are_findings() -> None:
+    transcript = read(sse([message_start(), *text_block(0, ["Hi"])]))
+    assert codes(transcript) == [Code.FINISH_REASON_MISSING, Code.DONE_MISSING]
+
+
+def test_payload_type_decides_even_without_event_lines() -> None:
+    with_lines = message(text_block(0, ["Hi", " there"]), stop_reason="end_turn")
+    without = b"".join(
+        line + b"\n" for line in with_lines.split(b"\n") if not line.startswith(b"event:")
+    )
+    stripped, kept = read(without).choices[0], read(with_lines).choices[0]
+    assert (
+        (stripped.text, stripped.finish_reason)
+        == (kept.text, kept.finish_reason)
+        == (
+            "Hi there",
+            "stop",
+        )
+    )
+
+
+def test_path_names_the_dialect_when_the_content_does_not() -> None:
+    transcript = read(b": keep-alive\n\n", path="/v1/messages?beta=true")
+    assert transcript.dialect == "anthropic.messages"
+    assert codes(transcript) == [Code.DONE_MISSING]
+
+
+def test_json_body_reads_text_and_tool_use_inputs_as_arguments() -> None:
+    transcript = read((FIXTURES / "tools.faithful.json").read_bytes())
+    assert transcript.dialect == "anthropic.messages"
+    assert not transcript.streaming
+    assert transcript.findings == []
+    choice = transcript.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert [(c.name, c.index, c.id) for c in choice.tool_calls] == [
+        ("get_weather", 1, "toolu_01A09q90qw90lq917835lq9"),
+        ("find_places", 2, "toolu_01B7n2mWk8e4kJqYhVz3Rt5P"),
+    ]
+    assert json.loads(choice.tool_calls[1].arguments) == {
+        "open_now": True,
+        "kind": "museum",
+        "city": "Lisbon",
+    }
+    assert transcript.usage is not None
+    assert transcript.usage.total_tokens == 584
+
+
+def test_json_input_with_an_unsafe_integer_still_compares_and_warns() -> None:
+    body = {
+        "type": "message",
+        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"id": 2**53 + 1}}],
+        "stop_reason": "tool_use",
+    }
+    transcript = read(json.dumps(body).encode())
+    assert Code.UNSAFE_INTEGER in codes(transcript)
+    assert transcript.choices[0].tool_calls[0].decoded is not None
+
+
+def test_json_error_body_is_error_in_stream_only_with_a_2xx_status() -> None:
+    body = json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}})
+    assert codes(read(body.encode(), status=429)) == []
+    in_200 = read(body.encode(), status=200)
+    assert codes(in_200) == [Code.ERROR_IN_STREAM]
+    assert in_200.choices == {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arguments=st.dictionaries(
+        st.text(min_size=1, max_size=6),
+        st.one_of(st.integers(-1000, 1000), st.text(max_size=8), st.booleans(), st.none()),
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(0, 80), max_size=6),
+    pings=st.booleans(),
+)
+def test_any_re_chunking_of_the_fragments_compares_equal(
+    arguments: dict, cuts: list[int], pings: bool
+) -> None:
+    text = json.dumps(arguments)
+    reference = message(tool_block(0, "toolu_a", "f", [text]))
+    block = tool_block(0, "toolu_a", "f", split(text, cuts))
+    if pings:
+        block.insert(1, PING)
+    rechunked = message(block)
+    comparison = compare(read(reference), read(rechunked))
+    assert comparison.verdict == "equal"
+    assert comparison.findings == []
+    assert read(rechunked).choices[0].tool_calls[0].decoded.value == arguments
+
+
+HOSTILE = [None, True, -1, 1.5, "", "x", [], [1], {}, {"a": 1}]
+WELL_FORMED = [
+    message_start(),
+    *text_block(0, ["Hi"]),
+    *tool_block(1, "toolu_a", "f", ['{"a":', " 1}"]),
+    message_delta("tool_use", 9),
+    error(),
+    STOP,
+]
+
+
+def paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    if isinstance(value, dict):
+        children = list(value.items())
+    elif isinstance(value, list):
+        children = list(enumerate(value))
+    else:
+        children = []
+    found = []
+    for key, child in children:
+        found.append((*prefix, key))
+        found.extend(paths(child, (*prefix, key)))
+    return found
+
+
+def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
+    for path in paths(WELL_FORMED):
+        if len(path) < 2:
+            continue
+        for value in HOSTILE:
+            payloads = json.loads(json.dumps(WELL_FORMED))
+            parent = payloads
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+            for body in (sse(payloads), json.dumps(payloads[0]["message"]).encode()):
+                transcript = read(body, path="/v1/messages")
+                assert transcript.dialect == "anthropic.messages"
+                assert compare(transcript, transcript).verdict in ("equal", "inconclusive")
+                assert check(transcript).verdict in ("clean", "defective", "inconclusive")

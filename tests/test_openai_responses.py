@@ -1,0 +1,266 @@
+"""The OpenAI Responses reducer: what a careful client makes of each stream and JSON body."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calltap.codes import Code
+from calltap.compare import check, compare
+from calltap.dialects import transcribe
+from calltap.transcript import Capture, Transcript
+from fixtures.anthropic.stream import split
+from fixtures.openai_responses.stream import (
+    error_event,
+    function_call,
+    function_call_item,
+    message,
+    message_item,
+    opening,
+    response,
+    sse,
+    usage,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "openai_responses"
+
+
+def read(body: bytes, **capture: Any) -> Transcript:
+    return transcribe(Capture(body, **capture))
+
+
+def codes(transcript: Transcript) -> list[Code]:
+    return [finding.code for finding in transcript.findings]
+
+
+def completed(*items: list[dict], status: str = "completed", **terminal: Any) -> bytes:
+    events = opening()
+    for item in items:
+        events += item
+    return sse([*events, {"type": f"response.{status}", "response": response(status, **terminal)}])
+
+
+def call(index: int, fragments: list[str], **options: Any) -> list[dict]:
+    return function_call_item(index, f"fc_{index}", f"call_{index}", "f", fragments, **options)
+
+
+def test_two_function_call_items_reduce_to_two_calls_with_usage() -> None:
+    transcript = read((FIXTURES / "tools.upstream.sse").read_bytes())
+    assert transcript.dialect == "openai.responses"
+    assert transcript.streaming
+    assert transcript.terminal_seen
+    assert transcript.findings == []
+    choice = transcript.choices[0]
+    assert (choice.finish_reason, choice.raw_finish_reason) == ("tool_calls", "completed")
+    assert [(c.name, c.id, c.index, c.fragments) for c in choice.tool_calls] == [
+        ("get_weather", "call_Wq7Lz2Nc4Yb8Tr1Hx5Kd", 0, 4),
+        ("find_places", "call_Fp3Jm6Vs9Qa2Ue4Gn8Rb", 1, 5),
+    ]
+    assert choice.tool_calls[0].decoded.value == {"city": "Lisbon", "unit": "celsius"}
+    assert transcript.usage is not None
+    assert (transcript.usage.prompt_tokens, transcript.usage.total_tokens) == (90, 154)
+
+
+def test_text_items_join_and_complete_as_stop() -> None:
+    transcript = read((FIXTURES / "text.upstream.sse").read_bytes())
+    choice = transcript.choices[0]
+    assert choice.text.endswith("pastéis at Belém.")
+    assert (choice.finish_reason, choice.tool_calls) == ("stop", [])
+    assert transcript.findings == []
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "normalized", "raw"),
+    [
+        ("incomplete", "max_output_tokens", "length", "max_output_tokens"),
+        ("incomplete", "content_filter", "content_filter", "content_filter"),
+        ("incomplete", None, "length", "incomplete"),
+        ("failed", None, "error", "failed"),
+    ],
+)
+def test_terminal_status_gives_the_finish_reason(
+    status: str, reason: str | None, normalized: str, raw: str
+) -> None:
+    body = completed(message_item(0, "msg_a", ["Hi"]), status=status, incomplete_reason=reason)
+    choice = read(body).choices[0]
+    assert (choice.finish_reason, choice.raw_finish_reason) == (normalized, raw)
+
+
+def test_a_call_never_closed_is_one_invalid_arguments_finding() -> None:
+    body = completed(call(0, ['{"a": ', "1, "], closed=False), status="incomplete")
+    assert codes(read(body)) == [Code.TOOL_ARGUMENTS_INVALID]
+
+
+@pytest.mark.parametrize("fragments", [[], ['{"a": 1}']])
+def test_a_call_never_closed_is_invalid_even_when_what_arrived_decodes(
+    fragments: list[str],
+) -> None:
+    transcript = read(completed(call(0, fragments, closed=False), status="incomplete"))
+    assert codes(transcript) == [Code.TOOL_ARGUMENTS_INVALID]
+    assert "never closed" in transcript.findings[0].detail
+
+
+def test_argument_deltas_without_output_index_are_matched_by_item_id() -> None:
+    first, second = call(0, ['{"a":', "1}"]), call(1, ['{"b":', "2}"])
+    for event in first + second:
+        if event["type"] == "response.function_call_arguments.delta":
+            del event["output_index"]
+    interleaved = [first[0], second[0], first[1], second[1], first[2], second[2]]
+    body = completed(interleaved + first[3:] + second[3:])
+    calls = read(body).choices[0].tool_calls
+    assert [(c.index, c.decoded.value) for c in calls] == [(0, {"a": 1}), (1, {"b": 2})]
+
+
+def test_without_deltas_the_done_event_or_the_done_item_gives_the_arguments() -> None:
+    only_done = call(0, ['{"a": 1}'])
+    del only_done[1]
+    only_item = call(1, ['{"b": 2}'])
+    del only_item[1:3]
+    calls = read(completed(only_done, only_item)).choices[0].tool_calls
+    assert [(c.arguments, c.fragments) for c in calls] == [('{"a": 1}', 1), ('{"b": 2}', 1)]
+
+
+def test_events_after_the_terminal_event_are_counted_but_not_read() -> None:
+    body = completed(message_item(0, "msg_a", ["Hi"])) + sse(call(1, ["{}"]))
+    transcript = read(body)
+    assert transcript.choices[0].tool_calls == []
+    assert transcript.choices[0].finish_reason == "stop"
+    assert transcript.findings == []
+
+
+def test_error_event_and_failed_response_are_errors_in_a_200_only() -> None:
+    failed = {"code": "insufficient_quota", "message": "You exceeded your current quota."}
+    body = completed([error_event()], status="failed", error=failed)
+    in_200 = read(body, status=200)
+    assert codes(in_200) == [Code.ERROR_IN_STREAM, Code.ERROR_IN_STREAM]
+    assert in_200.findings[0].detail.startswith("insufficient_quota")
+    in_429 = read(body, status=429)
+    assert codes(in_429) == []
+    assert len(in_429.errors) == 2
+
+
+def test_an_error_event_without_an_error_object_keeps_its_code_and_message() -> None:
+    flat = {"type": "error", "code": "server_error", "message": "boom", "param": None}
+    transcript = read(sse([flat]))
+    assert transcript.dialect == "openai.responses"
+    assert transcript.errors == [{"code": "server_error", "message": "boom"}]
+    assert codes(transcript) == [Code.ERROR_IN_STREAM, Code.DONE_MISSING]
+
+
+def test_a_stream_without_a_terminal_event_is_missing_its_finish_and_marker() -> None:
+    transcript = read(sse([*opening(), *message_item(0, "msg_a", ["Hi"])]))
+    assert codes(transcript) == [Code.FINISH_REASON_MISSING, Code.DONE_MISSING]
+
+
+def test_path_names_the_dialect_when_the_content_does_not() -> None:
+    transcript = read(b": keep-alive\n\n", path="/v1/responses")
+    assert transcript.dialect == "openai.responses"
+    assert codes(transcript) == [Code.DONE_MISSING]
+
+
+def test_json_body_reads_output_items() -> None:
+    transcript = read((FIXTURES / "tools.upstream.json").read_bytes())
+    assert transcript.dialect == "openai.responses"
+    assert not transcript.streaming
+    assert transcript.findings == []
+    choice = transcript.choices[0]
+    assert choice.text == "Checking both at once."
+    assert choice.finish_reason == "tool_calls"
+    assert [(c.name, c.index) for c in choice.tool_calls] == [
+        ("get_weather", 1),
+        ("find_places", 2),
+    ]
+    assert transcript.usage is not None
+    assert transcript.usage.completion_tokens == 64
+
+
+def test_json_incomplete_body_and_error_body() -> None:
+    cut = response(
+        "incomplete",
+        [message("msg_a", "Hi"), function_call("fc_a", "call_a", "f", '{"a"', "incomplete")],
+        usage=usage(3, 4),
+        incomplete_reason="max_output_tokens",
+    )
+    transcript = read(json.dumps(cut).encode())
+    assert transcript.choices[0].finish_reason == "length"
+    assert codes(transcript) == [Code.TOOL_ARGUMENTS_INVALID]
+    error = json.dumps({"error": {"message": "bad", "type": "invalid_request_error"}}).encode()
+    in_200 = read(error, path="/v1/responses", status=200)
+    assert (in_200.dialect, codes(in_200), in_200.choices) == (
+        "openai.responses",
+        [Code.ERROR_IN_STREAM],
+        {},
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arguments=st.dictionaries(
+        st.text(min_size=1, max_size=6),
+        st.one_of(st.integers(-1000, 1000), st.text(max_size=8), st.booleans(), st.none()),
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(0, 80), max_size=6),
+    text_cuts=st.lists(st.integers(0, 30), max_size=4),
+)
+def test_any_re_chunking_of_text_and_arguments_compares_equal(
+    arguments: dict, cuts: list[int], text_cuts: list[int]
+) -> None:
+    text = "Checking the weather for you."
+    encoded = json.dumps(arguments)
+    reference = completed(message_item(0, "msg_a", [text]), call(1, [encoded]))
+    rechunked = completed(
+        message_item(0, "msg_a", split(text, text_cuts)), call(1, split(encoded, cuts))
+    )
+    comparison = compare(read(reference), read(rechunked))
+    assert comparison.verdict == "equal"
+    assert comparison.findings == []
+
+
+HOSTILE = [None, True, -1, 1.5, "", "x", [], [1], {}, {"a": 1}]
+WELL_FORMED = [
+    *opening()[:1],
+    *message_item(0, "msg_a", ["Hi"])[2:3],
+    *call(1, ['{"a":', " 1}"]),
+    error_event(),
+    {
+        "type": "response.incomplete",
+        "response": response("incomplete", usage=usage(1, 2), incomplete_reason="x"),
+    },
+]
+
+
+def paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    if isinstance(value, dict):
+        children = list(value.items())
+    elif isinstance(value, list):
+        children = list(enumerate(value))
+    else:
+        children = []
+    found = []
+    for key, child in children:
+        found.append((*prefix, key))
+        found.extend(paths(child, (*prefix, key)))
+    return found
+
+
+def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
+    for path in paths(WELL_FORMED):
+        if len(path) < 2:
+            continue
+        for value in HOSTILE:
+            payloads = json.loads(json.dumps(WELL_FORMED))
+            parent = payloads
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+            for body in (sse(payloads), json.dumps(payloads[-1]["response"]).encode()):
+                transcript = read(body, path="/v1/responses")
+                assert transcript.dialect == "openai.responses"
+                assert compare(transcript, transcript).verdict in ("equal", "inconclusive")
+                assert check(transcript).verdict in ("clean", "defective", "inconclusive")
