@@ -101,13 +101,13 @@ def test_an_empty_file_is_a_usage_error(tmp_path: Path) -> None:
     assert_usage_error(result, f"calltap check: cannot read '{empty}': empty file")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_an_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
-    locked = tmp_path / "upstream.sse"
-    locked.write_bytes(b"data: [DONE]\n\n")
-    locked.chmod(0)
-    result = calltap("check", locked)
-    assert_usage_error(result, f"calltap check: cannot read '{locked}': permission denied")
+def test_an_unreadable_path_is_a_usage_error(tmp_path: Path) -> None:
+    """A path through a regular file fails to open for every user, root included."""
+    plain = tmp_path / "upstream.sse"
+    plain.write_bytes(b"data: [DONE]\n\n")
+    beyond = plain / "downstream.sse"
+    result = calltap("check", beyond)
+    assert_usage_error(result, f"calltap check: cannot read '{beyond}': Not a directory")
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
   TOOL_CALL_SET_CHANGED accompanies any of those. Arguments that are not valid JSON compare by
   their raw text. Matched calls in another order are TOOL_CALL_ORDER_CHANGED, matched calls with
   other ids or indexes TOOL_CALL_IDS_REMAPPED (both cosmetic).
-- TEXT_CHANGED, FINISH_REASON_CHANGED (upstream without a finish reason and downstream "stop" is a
-  masked upstream EOF, and is reported too).
+- TEXT_CHANGED, FINISH_REASON_CHANGED when downstream has a finish reason other than upstream's
+  (upstream without one and downstream "stop" is a masked upstream EOF, and is reported too);
+  downstream without one is FINISH_REASON_MISSING alone.
 - A side defect (FINISH_REASON_MISSING, DONE_MISSING, ERROR_IN_STREAM, TOOL_CALL_INDEX_MISSING,
   TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT) is a divergence only when it is present downstream
   and not upstream with the same code and choice: the gateway cannot be blamed for what it was sent.
@@ -134,7 +135,7 @@ def _compare_choice(up: Choice, down: Choice, downstream: Transcript) -> list[Fi
                 detail=_text_difference(up.text, down.text),
             )
         )
-    if up.finish_reason != down.finish_reason:
+    if down.finish_reason is not None and up.finish_reason != down.finish_reason:
         findings.append(
             Finding(
                 Code.FINISH_REASON_CHANGED,

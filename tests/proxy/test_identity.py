@@ -112,3 +112,21 @@ async def test_request_id_is_forwarded_and_returned(topology, client) -> None:
     assert provider.seen[-1]["headers"]["X-Request-ID"] == "abc.DEF_1-2"
     assert provider.seen[-1]["headers"]["traceparent"].startswith("00-")
     assert os.path.isdir(next(tap.recordings.glob("*/abc.DEF_1-2")))
+
+
+async def test_hostile_id_on_the_back_listener_stays_inside(provider, make_tap, client,
+                                                            tmp_path) -> None:
+    _, provider_url = provider
+    tap = await make_tap(back=("127.0.0.1", 0), provider=provider_url)
+    async with client.post(tap.back_url + "/v1/chat/completions", data=chat_request(),
+                           headers={"X-Request-ID": "../../outside"}) as response:
+        assert response.status == 200
+        await response.read()
+    for _ in range(100):
+        if list(tap.recordings.rglob("pair.json")):
+            break
+        await asyncio.sleep(0.05)
+    (pair_path,) = tap.recordings.rglob("pair.json")
+    assert pair_path.parent.parent.parent == tap.recordings
+    assert "outside" not in pair_path.parent.name
+    assert not (tmp_path / "outside").exists()
