@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calltap.codes import Code
-from calltap.compare import check, compare
-from calltap.dialects import transcribe
-from calltap.transcript import Capture, Position, Transcript
+from calltap.compare import compare
+from calltap.transcript import Position
+from dialect_helpers import (
+    ARGUMENTS,
+    CUTS,
+    assert_survives,
+    clean_choice,
+    codes,
+    damaged,
+    read,
+    token_counts,
+)
 from fixtures.anthropic.stream import (
     PING,
     STOP,
@@ -29,14 +37,6 @@ from fixtures.anthropic.stream import (
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 
 
-def read(body: bytes, **capture: Any) -> Transcript:
-    return transcribe(Capture(body, **capture))
-
-
-def codes(transcript: Transcript) -> list[Code]:
-    return [finding.code for finding in transcript.findings]
-
-
 def message(*blocks: list[dict], stop_reason: str = "tool_use", tokens: int = 40) -> bytes:
     events = [message_start(), PING]
     for block in blocks:
@@ -47,12 +47,8 @@ def message(*blocks: list[dict], stop_reason: str = "tool_use", tokens: int = 40
 def test_text_block_then_two_tool_blocks_reduce_to_text_and_two_calls() -> None:
     body = (FIXTURES / "tools.upstream.sse").read_bytes()
     transcript = read(body)
-    assert transcript.dialect == "anthropic.messages"
-    assert transcript.streaming
-    assert transcript.events == 22
-    assert transcript.terminal_seen
-    assert transcript.findings == []
-    choice = transcript.choices[0]
+    choice = clean_choice(transcript, "anthropic.messages", streaming=True)
+    assert (transcript.events, transcript.terminal_seen) == (22, True)
     assert choice.text == "I'll check the weather and look for museums at once."
     assert (choice.finish_reason, choice.raw_finish_reason) == ("tool_calls", "tool_use")
     assert [(c.name, c.id, c.index, c.fragments) for c in choice.tool_calls] == [
@@ -64,12 +60,7 @@ def test_text_block_then_two_tool_blocks_reduce_to_text_and_two_calls() -> None:
         "kind": "museum",
         "open_now": True,
     }
-    assert transcript.usage is not None
-    assert (
-        transcript.usage.prompt_tokens,
-        transcript.usage.completion_tokens,
-        transcript.usage.total_tokens,
-    ) == (472, 112, 584)
+    assert token_counts(transcript) == (472, 112, 584)
     assert transcript.end_position == Position(21, len(body) - len(sse([STOP])))
 
 
@@ -97,12 +88,7 @@ def test_prompt_tokens_include_the_cache_and_the_last_output_count_wins() -> Non
     first = message_delta("end_turn", 7)
     last = message_delta("end_turn", 31)
     transcript = read(sse([start, *text_block(0, ["Hi"]), first, last, STOP]))
-    assert transcript.usage is not None
-    assert (
-        transcript.usage.prompt_tokens,
-        transcript.usage.completion_tokens,
-        transcript.usage.total_tokens,
-    ) == (213, 31, 244)
+    assert token_counts(transcript) == (213, 31, 244)
     assert transcript.usage_position == Position(5, transcript.usage_position.byte)
 
 
@@ -209,18 +195,9 @@ def test_payload_type_decides_even_without_event_lines() -> None:
     )
 
 
-def test_path_names_the_dialect_when_the_content_does_not() -> None:
-    transcript = read(b": keep-alive\n\n", path="/v1/messages?beta=true")
-    assert transcript.dialect == "anthropic.messages"
-    assert codes(transcript) == [Code.DONE_MISSING]
-
-
 def test_json_body_reads_text_and_tool_use_inputs_as_arguments() -> None:
     transcript = read((FIXTURES / "tools.faithful.json").read_bytes())
-    assert transcript.dialect == "anthropic.messages"
-    assert not transcript.streaming
-    assert transcript.findings == []
-    choice = transcript.choices[0]
+    choice = clean_choice(transcript, "anthropic.messages", streaming=False)
     assert choice.finish_reason == "tool_calls"
     assert [(c.name, c.index, c.id) for c in choice.tool_calls] == [
         ("get_weather", 1, "toolu_01A09q90qw90lq917835lq9"),
@@ -231,8 +208,7 @@ def test_json_body_reads_text_and_tool_use_inputs_as_arguments() -> None:
         "kind": "museum",
         "city": "Lisbon",
     }
-    assert transcript.usage is not None
-    assert transcript.usage.total_tokens == 584
+    assert token_counts(transcript) == (472, 112, 584)
 
 
 def test_json_input_with_an_unsafe_integer_still_compares_and_warns() -> None:
@@ -255,15 +231,7 @@ def test_json_error_body_is_error_in_stream_only_with_a_2xx_status() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    arguments=st.dictionaries(
-        st.text(min_size=1, max_size=6),
-        st.one_of(st.integers(-1000, 1000), st.text(max_size=8), st.booleans(), st.none()),
-        max_size=4,
-    ),
-    cuts=st.lists(st.integers(0, 80), max_size=6),
-    pings=st.booleans(),
-)
+@given(arguments=ARGUMENTS, cuts=CUTS, pings=st.booleans())
 def test_any_re_chunking_of_the_fragments_compares_equal(
     arguments: dict, cuts: list[int], pings: bool
 ) -> None:
@@ -279,7 +247,6 @@ def test_any_re_chunking_of_the_fragments_compares_equal(
     assert read(rechunked).choices[0].tool_calls[0].decoded.value == arguments
 
 
-HOSTILE = [None, True, -1, 1.5, "", "x", [], [1], {}, {"a": 1}]
 WELL_FORMED = [
     message_start(),
     *text_block(0, ["Hi"]),
@@ -290,32 +257,7 @@ WELL_FORMED = [
 ]
 
 
-def paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    if isinstance(value, dict):
-        children = list(value.items())
-    elif isinstance(value, list):
-        children = list(enumerate(value))
-    else:
-        children = []
-    found = []
-    for key, child in children:
-        found.append((*prefix, key))
-        found.extend(paths(child, (*prefix, key)))
-    return found
-
-
 def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
-    for path in paths(WELL_FORMED):
-        if len(path) < 2:
-            continue
-        for value in HOSTILE:
-            payloads = json.loads(json.dumps(WELL_FORMED))
-            parent = payloads
-            for key in path[:-1]:
-                parent = parent[key]
-            parent[path[-1]] = value
-            for body in (sse(payloads), json.dumps(payloads[0]["message"]).encode()):
-                transcript = read(body, path="/v1/messages")
-                assert transcript.dialect == "anthropic.messages"
-                assert compare(transcript, transcript).verdict in ("equal", "inconclusive")
-                assert check(transcript).verdict in ("clean", "defective", "inconclusive")
+    for _, payloads in damaged(WELL_FORMED, depth=2):
+        for body in (sse(payloads), json.dumps(payloads[0]["message"]).encode()):
+            assert_survives(read(body, path="/v1/messages"), "anthropic.messages")

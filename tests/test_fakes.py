@@ -30,6 +30,9 @@ from calltap.fakes.provider import (
 from calltap.sse import parse
 from calltap.transcript import Capture
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+"""A W3C trace context header a client sends; a faithful gateway forwards it."""
+
 
 def payloads(body: bytes) -> list[Any]:
     """Each event's data, decoded when it is JSON; asserts the body is whole, valid SSE."""
@@ -264,17 +267,16 @@ def test_argument_fragments_join_back_to_the_text(text):
 
 
 async def test_gateway_relays_byte_identically_and_forwards_ids(provider, gateway, client):
-    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     reply, body = await post(
         client,
         gateway.url,
         TOOLS_REQUEST,
-        **{"X-Request-ID": "req-1", "traceparent": traceparent, "Authorization": "Bearer sk-test"},
+        **{"X-Request-ID": "req-1", "traceparent": TRACEPARENT, "Authorization": "Bearer sk-test"},
     )
     exchange = provider.exchange_for("req-1")
     assert body == bytes(exchange.response_body)
     assert reply.headers["llm_provider-x-request-id"] == exchange.response_headers["x-request-id"]
-    assert exchange.request_headers["traceparent"] == traceparent
+    assert exchange.request_headers["traceparent"] == TRACEPARENT
     assert exchange.request_headers["Authorization"] == "Bearer sk-test"
     assert exchange.request_body == orjson.dumps(TOOLS_REQUEST)
     assert gateway.defects_injected == ["none"]
@@ -426,12 +428,11 @@ async def test_rechunk_arguments_recuts_fragments_and_keeps_the_calls(provider, 
 
 
 async def test_strip_headers_forwards_only_the_content_type(provider, gateway, client):
-    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     _, body = await post(
         client,
         gateway.url,
         TOOLS_REQUEST,
-        **{DEFECT_HEADER: "strip-headers", "X-Request-ID": "r", "traceparent": traceparent},
+        **{DEFECT_HEADER: "strip-headers", "X-Request-ID": "r", "traceparent": TRACEPARENT},
     )
     exchange = provider.exchanges[-1]
     assert body == bytes(exchange.response_body)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from calltap.codes import Code
-from calltap.compare import check, compare
-from calltap.dialects import transcribe
-from calltap.transcript import Capture, Position, Transcript
+from calltap.transcript import Position
+from dialect_helpers import assert_survives, clean_choice, codes, damaged, read, token_counts
 from fixtures.chat_stream import (
     call_arguments,
     call_start,
@@ -26,14 +25,6 @@ from fixtures.chat_stream import (
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_chat"
 
 
-def read(body: bytes, **capture: object) -> Transcript:
-    return transcribe(Capture(body, **capture))
-
-
-def codes(transcript: Transcript) -> list[Code]:
-    return [finding.code for finding in transcript.findings]
-
-
 def tool_chunk(*fragments: dict) -> dict:
     return chunk([delta(tool_calls=list(fragments))])
 
@@ -45,21 +36,15 @@ def finished(*payloads: dict | str, reason: str = "tool_calls", done: bool = Tru
 def test_seed_stream_reduces_to_two_calls_with_usage_and_no_findings() -> None:
     body = (FIXTURES / "seed.upstream.sse").read_bytes()
     transcript = read(body)
-    assert transcript.dialect == "openai.chat"
-    assert transcript.streaming
-    assert transcript.bytes == len(body)
-    assert transcript.events == 12
-    assert transcript.terminal_seen
-    assert transcript.findings == []
-    choice = transcript.choices[0]
+    choice = clean_choice(transcript, "openai.chat", streaming=True)
+    assert (transcript.bytes, transcript.events, transcript.terminal_seen) == (len(body), 12, True)
     assert choice.finish_reason == "tool_calls"
     assert [(c.name, c.arguments, c.id, c.index, c.fragments) for c in choice.tool_calls] == [
         ("weather", '{"city": "Taipei"}', "call_Wx3kP9aTq1hZ", 0, 4),
         ("clock", '{"zone": "UTC"}', "call_Ck7mR2bLs5nY", 1, 4),
     ]
     assert choice.tool_calls[0].decoded.value == {"city": "Taipei"}
-    assert transcript.usage is not None
-    assert (transcript.usage.prompt_tokens, transcript.usage.total_tokens) == (82, 123)
+    assert token_counts(transcript) == (82, 41, 123)
 
 
 def test_later_fragments_with_null_id_empty_name_or_repeated_type_continue_the_call() -> None:
@@ -379,9 +364,17 @@ def test_json_error_body_is_error_in_stream_only_with_a_2xx_status() -> None:
     assert codes(read(body, path="/v1/chat/completions", status=200)) == [Code.ERROR_IN_STREAM]
 
 
-def test_path_names_the_dialect_when_the_content_does_not() -> None:
-    transcript = read(b": keep-alive\n\n", path="/v1/chat/completions?api-version=2024-10-21")
-    assert transcript.dialect == "openai.chat"
+@pytest.mark.parametrize(
+    ("path", "dialect"),
+    [
+        ("/v1/chat/completions?api-version=2024-10-21", "openai.chat"),
+        ("/v1/messages?beta=true", "anthropic.messages"),
+        ("/v1/responses", "openai.responses"),
+    ],
+)
+def test_path_names_the_dialect_when_the_content_does_not(path: str, dialect: str) -> None:
+    transcript = read(b": keep-alive\n\n", path=path)
+    assert transcript.dialect == dialect
     assert codes(transcript) == [Code.DONE_MISSING]
 
 
@@ -394,8 +387,6 @@ def test_a_body_of_no_known_dialect_is_unknown_with_a_warning(body: bytes) -> No
     assert codes(transcript) == [Code.JSON_INVALID]
 
 
-HOSTILE = [None, True, -1, 1.5, "", "x", [], [1], {}, {"a": 1}]
-"""Values of the wrong type for any field a reducer reads."""
 WELL_FORMED = [
     chunk([delta(role="assistant", content="")]),
     chunk([delta(tool_calls=[call_start(0, "call_a", "f", '{"a"')])]),
@@ -407,49 +398,10 @@ WELL_FORMED = [
 ]
 
 
-def paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    """Every key or list position in a JSON value, as a path from the root."""
-    if isinstance(value, dict):
-        children = list(value.items())
-    elif isinstance(value, list):
-        children = list(enumerate(value))
-    else:
-        children = []
-    found = []
-    for key, child in children:
-        found.append((*prefix, key))
-        found.extend(paths(child, (*prefix, key)))
-    return found
-
-
-REMOVED = object()
-"""Stands for a field taken out of its object."""
-
-
-def damaged(path: tuple, value: object) -> list:
-    """The well-formed chunks with the field at `path` set to `value` (or REMOVED)."""
-    payloads = json.loads(json.dumps(WELL_FORMED))
-    parent = payloads
-    for key in path[:-1]:
-        parent = parent[key]
-    if value is REMOVED:
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = value
-    return payloads
-
-
 def test_a_field_of_any_wrong_type_or_missing_never_breaks_the_reducer() -> None:
-    for path in paths(WELL_FORMED):
-        for value in [*HOSTILE, REMOVED] if isinstance(path[-1], str) else HOSTILE:
-            payloads = damaged(path, value)
-            bodies = [sse([chunk([]), *payloads])]
-            if isinstance(payloads[path[0]], dict):
-                bodies.append(
-                    json.dumps({**payloads[path[0]], "object": "chat.completion"}).encode()
-                )
-            for body in bodies:
-                transcript = read(body)
-                assert transcript.dialect == "openai.chat"
-                assert compare(transcript, transcript).verdict in ("equal", "inconclusive")
-                assert check(transcript).verdict in ("clean", "defective", "inconclusive")
+    for path, payloads in damaged(WELL_FORMED, removing=True):
+        bodies = [sse([chunk([]), *payloads])]
+        if isinstance(payloads[path[0]], dict):
+            bodies.append(json.dumps({**payloads[path[0]], "object": "chat.completion"}).encode())
+        for body in bodies:
+            assert_survives(read(body), "openai.chat")

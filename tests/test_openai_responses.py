@@ -11,10 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calltap.codes import Code
-from calltap.compare import check, compare
-from calltap.dialects import transcribe
-from calltap.transcript import Capture, Transcript
-from fixtures.anthropic.stream import split
+from calltap.compare import compare
+from dialect_helpers import (
+    ARGUMENTS,
+    CUTS,
+    assert_survives,
+    clean_choice,
+    codes,
+    damaged,
+    read,
+    split,
+    token_counts,
+)
 from fixtures.openai_responses.stream import (
     error_event,
     function_call,
@@ -30,14 +38,6 @@ from fixtures.openai_responses.stream import (
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_responses"
 
 
-def read(body: bytes, **capture: Any) -> Transcript:
-    return transcribe(Capture(body, **capture))
-
-
-def codes(transcript: Transcript) -> list[Code]:
-    return [finding.code for finding in transcript.findings]
-
-
 def completed(*items: list[dict], status: str = "completed", **terminal: Any) -> bytes:
     events = opening()
     for item in items:
@@ -51,19 +51,15 @@ def call(index: int, fragments: list[str], **options: Any) -> list[dict]:
 
 def test_two_function_call_items_reduce_to_two_calls_with_usage() -> None:
     transcript = read((FIXTURES / "tools.upstream.sse").read_bytes())
-    assert transcript.dialect == "openai.responses"
-    assert transcript.streaming
+    choice = clean_choice(transcript, "openai.responses", streaming=True)
     assert transcript.terminal_seen
-    assert transcript.findings == []
-    choice = transcript.choices[0]
     assert (choice.finish_reason, choice.raw_finish_reason) == ("tool_calls", "completed")
     assert [(c.name, c.id, c.index, c.fragments) for c in choice.tool_calls] == [
         ("get_weather", "call_Wq7Lz2Nc4Yb8Tr1Hx5Kd", 0, 4),
         ("find_places", "call_Fp3Jm6Vs9Qa2Ue4Gn8Rb", 1, 5),
     ]
     assert choice.tool_calls[0].decoded.value == {"city": "Lisbon", "unit": "celsius"}
-    assert transcript.usage is not None
-    assert (transcript.usage.prompt_tokens, transcript.usage.total_tokens) == (90, 154)
+    assert token_counts(transcript) == (90, 64, 154)
 
 
 def test_text_items_join_and_complete_as_stop() -> None:
@@ -157,26 +153,16 @@ def test_a_stream_without_a_terminal_event_is_missing_its_finish_and_marker() ->
     assert codes(transcript) == [Code.FINISH_REASON_MISSING, Code.DONE_MISSING]
 
 
-def test_path_names_the_dialect_when_the_content_does_not() -> None:
-    transcript = read(b": keep-alive\n\n", path="/v1/responses")
-    assert transcript.dialect == "openai.responses"
-    assert codes(transcript) == [Code.DONE_MISSING]
-
-
 def test_json_body_reads_output_items() -> None:
     transcript = read((FIXTURES / "tools.upstream.json").read_bytes())
-    assert transcript.dialect == "openai.responses"
-    assert not transcript.streaming
-    assert transcript.findings == []
-    choice = transcript.choices[0]
+    choice = clean_choice(transcript, "openai.responses", streaming=False)
     assert choice.text == "Checking both at once."
     assert choice.finish_reason == "tool_calls"
     assert [(c.name, c.index) for c in choice.tool_calls] == [
         ("get_weather", 1),
         ("find_places", 2),
     ]
-    assert transcript.usage is not None
-    assert transcript.usage.completion_tokens == 64
+    assert token_counts(transcript) == (90, 64, 154)
 
 
 def test_json_incomplete_body_and_error_body() -> None:
@@ -199,15 +185,7 @@ def test_json_incomplete_body_and_error_body() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    arguments=st.dictionaries(
-        st.text(min_size=1, max_size=6),
-        st.one_of(st.integers(-1000, 1000), st.text(max_size=8), st.booleans(), st.none()),
-        max_size=4,
-    ),
-    cuts=st.lists(st.integers(0, 80), max_size=6),
-    text_cuts=st.lists(st.integers(0, 30), max_size=4),
-)
+@given(arguments=ARGUMENTS, cuts=CUTS, text_cuts=st.lists(st.integers(0, 30), max_size=4))
 def test_any_re_chunking_of_text_and_arguments_compares_equal(
     arguments: dict, cuts: list[int], text_cuts: list[int]
 ) -> None:
@@ -222,7 +200,6 @@ def test_any_re_chunking_of_text_and_arguments_compares_equal(
     assert comparison.findings == []
 
 
-HOSTILE = [None, True, -1, 1.5, "", "x", [], [1], {}, {"a": 1}]
 WELL_FORMED = [
     *opening()[:1],
     *message_item(0, "msg_a", ["Hi"])[2:3],
@@ -235,32 +212,7 @@ WELL_FORMED = [
 ]
 
 
-def paths(value: object, prefix: tuple = ()) -> list[tuple]:
-    if isinstance(value, dict):
-        children = list(value.items())
-    elif isinstance(value, list):
-        children = list(enumerate(value))
-    else:
-        children = []
-    found = []
-    for key, child in children:
-        found.append((*prefix, key))
-        found.extend(paths(child, (*prefix, key)))
-    return found
-
-
 def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
-    for path in paths(WELL_FORMED):
-        if len(path) < 2:
-            continue
-        for value in HOSTILE:
-            payloads = json.loads(json.dumps(WELL_FORMED))
-            parent = payloads
-            for key in path[:-1]:
-                parent = parent[key]
-            parent[path[-1]] = value
-            for body in (sse(payloads), json.dumps(payloads[-1]["response"]).encode()):
-                transcript = read(body, path="/v1/responses")
-                assert transcript.dialect == "openai.responses"
-                assert compare(transcript, transcript).verdict in ("equal", "inconclusive")
-                assert check(transcript).verdict in ("clean", "defective", "inconclusive")
+    for _, payloads in damaged(WELL_FORMED, depth=2):
+        for body in (sse(payloads), json.dumps(payloads[-1]["response"]).encode()):
+            assert_survives(read(body, path="/v1/responses"), "openai.responses")

@@ -34,9 +34,11 @@ import argparse
 import asyncio
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import aiohttp
 from rich.console import Console
@@ -147,26 +149,39 @@ def run(args: argparse.Namespace) -> int:
 async def demo(recordings: Path, console: Console) -> list[Outcome]:
     """Start the fakes and calltap on loopback, send every scenario, collect pair.json."""
     recordings.mkdir(parents=True, exist_ok=True)
-    async with FakeProvider() as provider, FakeGateway() as gateway:
-        config = Config(
+    provider = FakeProvider()
+    with (recordings / LOG_NAME).open("w", encoding="utf-8") as log:
+        async with loopback(provider, recordings, log) as (gateway, calltap):
+            await gateway.probe_upstream()
+            console.print(
+                f"provider {provider.url}  gateway {gateway.url}  "
+                f"calltap front {calltap.front_url} back {calltap.back_url}"
+            )
+            async with aiohttp.ClientSession(auto_decompress=False) as client:
+                return [await send(client, calltap, scenario) for scenario in SCENARIOS]
+
+
+@asynccontextmanager
+async def loopback(
+    provider: FakeProvider, recordings: Path, log_stream: TextIO, **config: Any
+) -> AsyncIterator[tuple[FakeGateway, Calltap]]:
+    """Start `provider`, a fake gateway and calltap on loopback ports the system picks, wired as
+    client -> calltap front -> gateway -> calltap back -> provider; `config` sets other Config
+    fields. Yields the gateway and calltap; a client sends to `calltap.front_url`."""
+    async with provider, FakeGateway() as gateway:
+        settings = Config(
             front=LOOPBACK,
             gateway=gateway.url,
             back=LOOPBACK,
             provider=provider.url,
             admin=LOOPBACK,
             recordings=recordings,
+            **config,
         )
-        with (recordings / LOG_NAME).open("w", encoding="utf-8") as log:
-            async with Calltap(config, log_stream=log) as calltap:
-                assert calltap.front_url is not None and calltap.back_url is not None
-                gateway.upstream = calltap.back_url
-                await gateway.probe_upstream()
-                console.print(
-                    f"provider {provider.url}  gateway {gateway.url}  "
-                    f"calltap front {calltap.front_url} back {calltap.back_url}"
-                )
-                async with aiohttp.ClientSession(auto_decompress=False) as client:
-                    return [await send(client, calltap, scenario) for scenario in SCENARIOS]
+        async with Calltap(settings, log_stream=log_stream) as calltap:
+            assert calltap.front_url is not None and calltap.back_url is not None
+            gateway.upstream = calltap.back_url
+            yield gateway, calltap
 
 
 async def send(client: aiohttp.ClientSession, calltap: Calltap, scenario: Scenario) -> Outcome:

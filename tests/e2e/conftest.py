@@ -15,12 +15,11 @@ import aiohttp
 import orjson
 import pytest
 
-from calltap.config import Config
+from calltap.demo import loopback
 from calltap.fakes import DEFECT_HEADER, FAITHFUL, Defect, FakeGateway, FakeProvider
 from calltap.fakes.provider import CHAT_PATH
 from calltap.proxy.app import Calltap
 
-LOOPBACK = ("127.0.0.1", 0)
 PLANTED_SECRET = "sk-e2e-planted-secret-4f1c"
 
 
@@ -85,23 +84,12 @@ class Topology:
 async def open_topology(recordings: Path, **provider_options: Any) -> AsyncIterator[Topology]:
     """Start the fake provider (with `provider_options`), the fake gateway and calltap."""
     log = LogLines()
-    async with FakeProvider(**provider_options) as provider, FakeGateway() as gateway:
-        config = Config(
-            front=LOOPBACK,
-            gateway=gateway.url,
-            back=LOOPBACK,
-            provider=provider.url,
-            admin=LOOPBACK,
-            recordings=recordings,
-            compare_workers=1,
-        )
-        async with (
-            Calltap(config, log_stream=log) as calltap,
-            aiohttp.ClientSession(auto_decompress=False) as client,
-        ):
-            assert calltap.back_url is not None
-            gateway.upstream = calltap.back_url
-            yield Topology(provider, gateway, calltap, client, log)
+    provider = FakeProvider(**provider_options)
+    async with (
+        loopback(provider, recordings, log, compare_workers=1) as (gateway, calltap),
+        aiohttp.ClientSession(auto_decompress=False) as client,
+    ):
+        yield Topology(provider, gateway, calltap, client, log)
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ count in the decoded body, where the events are.
 When content and path disagree, the content wins: it is what the client had to parse.
 
 A dialect is a module with the five names below, so a new one is a new module added to DIALECTS.
-Its reducers end with `common.finish(transcript)`, the side rules every dialect shares.
+Its reducers end with `common.finish(transcript)`, the side rules every dialect shares; both come
+from one subclass of `common.Reducer` (of `single_choice.SingleChoiceReducer` for a dialect whose
+payloads name their type and whose answer is one choice).
   NAME: str                                    the transcript's `dialect` ("openai.chat")
   PATHS: tuple[str, ...]                       request-path suffixes that confirm it
   sniff(payload) -> bool                       does this decoded payload (or body) belong to it
@@ -28,7 +30,8 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain, islice
 from types import ModuleType
 from typing import Any
 
@@ -45,6 +48,8 @@ JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
 """A JSON body: an optional BOM, optional whitespace, then an object."""
 SNIFF_EVENTS = 8
 """How many events detection reads before it gives up on the content and asks the path."""
+FEED_PIECE = 64 * 1024
+"""Bytes handed to the SSE parser at a time."""
 
 
 class EncodingError(ValueError):
@@ -116,15 +121,18 @@ def _transcribe_json(body: bytes, capture: Capture) -> Transcript:
 
 
 def _transcribe_stream(body: bytes, capture: Capture) -> Transcript:
-    events, incomplete = sse.parse(body)
-    dialect = _detect(_sample_payloads(events), capture.path)
+    parser = sse.SSEParser()
+    events = _feed(parser, body)
+    sample = list(islice(events, SNIFF_EVENTS))
+    dialect = _detect(_sample_payloads(sample), capture.path)
     if dialect is None:
         transcript = _unknown(
             "body is neither JSON nor a stream of a known dialect", streaming=True
         )
-        transcript.events = len(events)
+        transcript.events = len(sample) + sum(1 for _ in events)
     else:
-        transcript = dialect.reduce_events(events, status=capture.status)
+        transcript = dialect.reduce_events(chain(sample, events), status=capture.status)
+    incomplete = parser.close()
     if incomplete is not None:
         transcript.findings.append(
             Finding(
@@ -136,9 +144,16 @@ def _transcribe_stream(body: bytes, capture: Capture) -> Transcript:
     return transcript
 
 
+def _feed(parser: sse.SSEParser, body: bytes) -> Iterator[sse.Event]:
+    """The body's events, parsed a piece at a time: only one piece's events are alive at once,
+    so a huge capture costs memory for its largest event, not for all of them."""
+    for start in range(0, len(body), FEED_PIECE):
+        yield from parser.feed(body[start : start + FEED_PIECE])
+
+
 def _sample_payloads(events: Sequence[sse.Event]) -> list[Any]:
     payloads: list[Any] = []
-    for event in events[:SNIFF_EVENTS]:
+    for event in events:
         try:
             payloads.append(load_envelope(event.data)[0])
         except JsonInvalid:

@@ -36,27 +36,21 @@ as empty to them; this reducer reads the payload types and does not flag that.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from calltap.dialects.common import (
+    BODY,
     canonical_arguments,
-    finish,
-    flag_cut_call,
-    invalid_payload,
-    issue_findings,
     normalize_finish_reason,
+    position_of,
     record_error,
 )
-from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.dialects.single_choice import EndedCall, SingleChoiceReducer
 from calltap.sse import Event
-from calltap.transcript import Choice, FinishReason, Position, ToolCall, Transcript, Usage
+from calltap.transcript import FinishReason, Position, Transcript, Usage
 
 NAME = "anthropic.messages"
 PATHS = ("/v1/messages",)
-TERMINAL = "message_stop"
-BODY = Position(None, 0)
-"""Where everything in a JSON body is: no event, the start of the body."""
 STREAM_TYPES = frozenset(
     {
         "message_start",
@@ -101,74 +95,28 @@ def sniff(payload: Any) -> bool:
     )
 
 
-class _Block:
-    """One tool_use content block being accumulated."""
+class _Block(EndedCall):
+    """One tool_use content block; an `input` object at its start is its arguments in one piece."""
 
-    __slots__ = ("id", "index", "input", "name", "parts", "position", "stopped")
+    __slots__ = ()
 
     def __init__(self, index: int, block: dict[str, Any], position: Position) -> None:
-        self.index = index
-        call_id = block.get("id")
-        name = block.get("name")
-        self.id = call_id if call_id.__class__ is str and call_id else None
-        self.name = name if name.__class__ is str else ""
-        self.input = block.get("input")
-        self.parts: list[str] = []
-        self.position = position
-        self.stopped = False
-
-    def tool_call(self) -> ToolCall:
-        arguments = "".join(self.parts)
-        if not self.parts and self.input.__class__ is dict and self.input:
-            arguments = canonical_arguments(self.input)
-        return ToolCall(
-            name=self.name,
-            arguments=arguments,
-            id=self.id,
-            index=self.index,
-            fragments=1 + len(self.parts),
-            position=self.position,
-        )
+        super().__init__(index, block.get("id"), block.get("name"), position)
+        start_input = block.get("input")
+        if start_input.__class__ is dict and start_input:
+            self.whole = canonical_arguments(start_input)
 
 
-class _Reducer:
-    """Accumulates one body's single choice; `stream` and `body` are the two ways in."""
+class _Reducer(SingleChoiceReducer[_Block]):
+    """Messages: content blocks by index, the stop reason, usage merged field by field."""
+
+    NAME = NAME
+    TERMINALS = frozenset({"message_stop"})
+    CUT = "tool_use block {index} never stopped"
 
     def __init__(self, streaming: bool, status: int | None) -> None:
-        self.transcript = Transcript(dialect=NAME, streaming=streaming)
-        self.status = status
-        self.choice: Choice | None = None
-        self.text: list[str] = []
-        self.blocks: dict[int, _Block] = {}
+        super().__init__(streaming, status)
         self.usage: dict[str, Any] = {}
-
-    def stream(self, events: Sequence[Event]) -> Transcript:
-        transcript = self.transcript
-        findings = transcript.findings
-        transcript.events = len(events)
-        for event in events:
-            try:
-                payload, issues = load_envelope(event.data)
-            except JsonInvalid as error:
-                findings.append(invalid_payload(error, _at(event)))
-                continue
-            if issues:
-                findings.extend(issue_findings(issues, _at(event)))
-            if payload.__class__ is not dict:
-                findings.append(invalid_payload("payload is not a JSON object", _at(event)))
-                continue
-            kind = payload.get("type")
-            if kind.__class__ is not str:
-                kind = event.type
-            if kind == TERMINAL:
-                transcript.terminal_seen = True
-                transcript.end_position = _at(event)
-                break
-            self.event(kind, payload, event)
-        else:
-            if events:
-                transcript.end_position = _at(events[-1])
-        return self.result()
 
     def event(self, kind: str, payload: dict[str, Any], event: Event) -> None:
         if kind == "content_block_delta":
@@ -177,9 +125,9 @@ class _Reducer:
             self.block_start(payload, event)
         elif kind == "content_block_stop":
             index = payload.get("index")
-            block = self.blocks.get(index) if index.__class__ is int else None
+            block = self.calls.get(index) if index.__class__ is int else None
             if block is not None:
-                block.stopped = True
+                block.closed = True
         elif kind == "message_start":
             message = payload.get("message")
             if message.__class__ is dict:
@@ -194,13 +142,7 @@ class _Reducer:
             self.take_usage(payload.get("usage"), event)
         elif kind == "error":
             error = payload.get("error")
-            record_error(self.transcript, error or payload, self.status, _at(event))
-
-    def start(self, event: Event | None) -> Choice:
-        """The choice, begun at the first event that belongs to it."""
-        if self.choice is None:
-            self.choice = Choice(index=0, position=_at(event))
-        return self.choice
+            record_error(self.transcript, error or payload, self.status, position_of(event))
 
     def message(self, message: dict[str, Any], event: Event | None) -> None:
         """A `message` object: the JSON body, or the envelope of `message_start`."""
@@ -224,12 +166,10 @@ class _Reducer:
         """A content block as it starts (stream) or whole (JSON body)."""
         kind = block.get("type")
         if kind == "text":
-            text = block.get("text")
-            if text and text.__class__ is str:
-                self.text.append(text)
+            self.take_text(block.get("text"), event)
         elif kind == "tool_use":
-            tool = self.blocks[index] = _Block(index, block, _at(event))
-            tool.stopped = event is None
+            tool = self.calls[index] = _Block(index, block, position_of(event))
+            tool.closed = event is None
 
     def delta(self, payload: dict[str, Any], event: Event) -> None:
         delta = payload.get("delta")
@@ -237,18 +177,15 @@ class _Reducer:
             return
         kind = delta.get("type")
         if kind == "text_delta":
-            text = delta.get("text")
-            if text and text.__class__ is str:
-                self.start(event)
-                self.text.append(text)
+            self.take_text(delta.get("text"), event)
         elif kind == "input_json_delta":
             index = payload.get("index")
             if index.__class__ is not int:
                 return
             self.start(event)
-            block = self.blocks.get(index)
+            block = self.calls.get(index)
             if block is None:
-                block = self.blocks[index] = _Block(index, {}, _at(event))
+                block = self.calls[index] = _Block(index, {}, position_of(event))
             fragment = delta.get("partial_json")
             if fragment.__class__ is str:
                 block.parts.append(fragment)
@@ -261,7 +198,7 @@ class _Reducer:
         choice = self.start(event)
         choice.raw_finish_reason = reason
         choice.finish_reason = normalize_finish_reason(reason, STOP_REASONS)
-        choice.finish_position = _at(event)
+        choice.finish_position = position_of(event)
 
     def take_usage(self, usage: Any, event: Event | None) -> None:
         """Merge a usage object: each field it carries replaces the earlier count."""
@@ -270,33 +207,18 @@ class _Reducer:
         counts = {key: value for key, value in usage.items() if value.__class__ is int}
         if counts:
             self.usage.update(counts)
-            self.transcript.usage_position = _at(event)
+            self.transcript.usage_position = position_of(event)
 
-    def body(self, payload: Any) -> Transcript:
-        self.transcript.end_position = BODY
-        if payload.__class__ is dict:
-            error = payload.get("error")
-            if error:
-                record_error(self.transcript, error, self.status, BODY)
-            if payload.get("type") == "message" or "content" in payload:
-                self.message(payload, None)
-        return self.result()
+    def read_body(self, payload: dict[str, Any]) -> None:
+        error = payload.get("error")
+        if error:
+            record_error(self.transcript, error, self.status, BODY)
+        if payload.get("type") == "message" or "content" in payload:
+            self.message(payload, None)
 
     def result(self) -> Transcript:
-        transcript = self.transcript
-        transcript.usage = _usage(self.usage)
-        choice = self.choice
-        if choice is not None:
-            choice.text = "".join(self.text)
-            for index in sorted(self.blocks):
-                block = self.blocks[index]
-                call = block.tool_call()
-                choice.tool_calls.append(call)
-                if not block.stopped:
-                    reason = f"tool_use block {index} never stopped"
-                    flag_cut_call(call, 0, transcript.findings, reason)
-            transcript.choices[0] = choice
-        return finish(transcript)
+        self.transcript.usage = _usage(self.usage)
+        return super().result()
 
 
 def _usage(counts: dict[str, Any]) -> Usage | None:
@@ -310,15 +232,5 @@ def _usage(counts: dict[str, Any]) -> Usage | None:
     return Usage(prompt, completion, total)
 
 
-def _at(event: Event | None) -> Position:
-    return BODY if event is None else Position(event.ordinal, event.offset)
-
-
-def reduce_events(events: Sequence[Event], *, status: int | None = None) -> Transcript:
-    """A transcript from the dispatched SSE events of a Messages stream."""
-    return _Reducer(streaming=True, status=status).stream(events)
-
-
-def reduce_json(payload: Any, *, status: int | None = None) -> Transcript:
-    """A transcript from a non-streaming `message` body (already decoded)."""
-    return _Reducer(streaming=False, status=status).body(payload)
+reduce_events = _Reducer.reduce_events
+reduce_json = _Reducer.reduce_json

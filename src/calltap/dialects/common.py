@@ -1,4 +1,5 @@
-"""What every dialect reducer shares: finish-reason normalization, usage, findings, the side rules.
+"""What every dialect reducer shares: the reducer base, a call being accumulated, positions,
+finish-reason normalization, usage, findings, the side rules.
 
 A reducer turns one dialect's events into choices, calls and findings; the rules that do not depend
 on the dialect (decoding each call's arguments, a missing finish reason, a missing terminal marker,
@@ -14,12 +15,15 @@ gateway that re-splits or loses argument fragments shows up.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from calltap.codes import Code
 from calltap.jsonvalues import JsonInvalid, JsonIssue, decode_strict
+from calltap.sse import Event
 from calltap.transcript import Finding, FinishReason, Position, ToolCall, Transcript, Usage
 
 OPENAI_FINISH_REASONS: Mapping[str, FinishReason] = {
@@ -32,6 +36,95 @@ OPENAI_FINISH_REASONS: Mapping[str, FinishReason] = {
 }
 
 EMPTY_ARGUMENTS = "{}"
+BODY = Position(None, 0)
+"""Where everything in a JSON body is: no event, the start of the body."""
+
+
+def position_of(event: Event | None) -> Position:
+    """Where an event starts; BODY for what a JSON body holds (no event)."""
+    return BODY if event is None else Position(event.ordinal, event.offset)
+
+
+class Reducer(ABC):
+    """Accumulates one body of a dialect; `stream` and `body` are the two ways in.
+
+    A dialect module subclasses it, names itself in NAME, and exports the two class methods as its
+    `reduce_events` and `reduce_json`.
+    """
+
+    NAME: ClassVar[str]
+
+    def __init__(self, streaming: bool, status: int | None) -> None:
+        self.transcript = Transcript(dialect=self.NAME, streaming=streaming)
+        self.status = status
+
+    @classmethod
+    def reduce_events(cls, events: Iterable[Event], *, status: int | None = None) -> Transcript:
+        """A transcript from the dispatched SSE events of a stream, read once, in order."""
+        return cls(streaming=True, status=status).stream(events)
+
+    @classmethod
+    def reduce_json(cls, payload: Any, *, status: int | None = None) -> Transcript:
+        """A transcript from a non-streaming body (already decoded)."""
+        return cls(streaming=False, status=status).body(payload)
+
+    def body(self, payload: Any) -> Transcript:
+        """A JSON body: everything in it is at BODY; a body that is not an object says nothing."""
+        self.transcript.end_position = BODY
+        if payload.__class__ is dict:
+            self.read_body(payload)
+        return self.result()
+
+    @abstractmethod
+    def stream(self, events: Iterable[Event]) -> Transcript:
+        """Read the events in order up to the terminal marker, then `result`."""
+
+    def drain(self, events: Iterator[Event], last: Event | None, terminal: bool) -> None:
+        """Count the events after the terminal marker (counted, never read) and note where the
+        stream ended: at the terminal marker, else at its last event."""
+        transcript = self.transcript
+        if terminal:
+            transcript.terminal_seen = True
+            transcript.end_position = position_of(last)
+        rest = deque(events, maxlen=1)
+        if rest:
+            last = rest[0]
+        if last is not None:
+            transcript.events = last.ordinal + 1
+            if not terminal:
+                transcript.end_position = position_of(last)
+
+    @abstractmethod
+    def read_body(self, payload: dict[str, Any]) -> None:
+        """Read a JSON body's object."""
+
+    @abstractmethod
+    def result(self) -> Transcript:
+        """The transcript, once everything was read; ends with `finish`."""
+
+
+class PendingCall:
+    """A tool call being accumulated: id and name as its start gives them, fragments joined once,
+    at the end."""
+
+    __slots__ = ("id", "index", "name", "parts", "position")
+
+    def __init__(self, index: int, call_id: Any, name: Any, position: Position) -> None:
+        self.index = index
+        self.id = call_id if call_id.__class__ is str and call_id else None
+        self.name = name if name.__class__ is str else ""
+        self.parts: list[str] = []
+        self.position = position
+
+    def tool_call(self, arguments: str, fragments: int) -> ToolCall:
+        return ToolCall(
+            name=self.name,
+            arguments=arguments,
+            id=self.id,
+            index=self.index,
+            fragments=fragments,
+            position=self.position,
+        )
 
 
 def normalize_finish_reason(raw: Any, table: Mapping[str, FinishReason]) -> Any:
@@ -103,18 +196,10 @@ def invalid_payload(error: Exception | str, position: Position | None) -> Findin
 
 def decode_arguments(call: ToolCall, choice: int, findings: list[Finding]) -> None:
     """Decode a call's joined arguments strictly into `call.decoded`, recording what is wrong."""
-    text = call.arguments if call.arguments.strip() else EMPTY_ARGUMENTS
     try:
-        decoded = decode_strict(text)
+        decoded = decode_strict(_argument_text(call))
     except JsonInvalid as error:
-        findings.append(
-            Finding(
-                Code.TOOL_ARGUMENTS_INVALID,
-                choice=choice,
-                position=call.position,
-                detail=f"{call.name}: {error}",
-            )
-        )
+        findings.append(_invalid_arguments(call, choice, str(error)))
         return
     call.decoded = decoded
     findings.extend(issue_findings(decoded.issues, call.position, choice))
@@ -164,14 +249,21 @@ def flag_cut_call(call: ToolCall, choice: int, findings: list[Finding], reason: 
     cut call is never taken for a complete one.
     """
     try:
-        decode_strict(call.arguments if call.arguments.strip() else EMPTY_ARGUMENTS)
+        decode_strict(_argument_text(call))
     except JsonInvalid:
         return
-    findings.append(
-        Finding(
-            Code.TOOL_ARGUMENTS_INVALID,
-            choice=choice,
-            position=call.position,
-            detail=f"{call.name}: {reason}",
-        )
+    findings.append(_invalid_arguments(call, choice, reason))
+
+
+def _argument_text(call: ToolCall) -> str:
+    """The text a call's arguments decode from: empty (or blank) arguments are `{}`."""
+    return call.arguments if call.arguments.strip() else EMPTY_ARGUMENTS
+
+
+def _invalid_arguments(call: ToolCall, choice: int, reason: str) -> Finding:
+    return Finding(
+        Code.TOOL_ARGUMENTS_INVALID,
+        choice=choice,
+        position=call.position,
+        detail=f"{call.name}: {reason}",
     )

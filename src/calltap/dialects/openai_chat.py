@@ -25,7 +25,7 @@ index, so each takes its position in the list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -33,22 +33,23 @@ import orjson
 from calltap.codes import Code
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
+    PendingCall,
+    Reducer,
     finish,
     invalid_payload,
     issue_findings,
     normalize_finish_reason,
     normalize_usage,
+    position_of,
     record_error,
 )
 from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.sse import Event
-from calltap.transcript import Choice, Finding, Position, ToolCall, Transcript
+from calltap.transcript import Choice, Finding, Position, Transcript
 
 NAME = "openai.chat"
 PATHS = ("/chat/completions",)
 TERMINAL = "[DONE]"
-BODY = Position(None, 0)
-"""Where everything in a JSON body is: no event, the start of the body."""
 UNREADABLE = object()
 """A payload that is not JSON at all (already recorded as JSON_INVALID)."""
 
@@ -66,28 +67,14 @@ def sniff(payload: Any) -> bool:
     return "prompt_filter_results" in payload and isinstance(choices, list)
 
 
-class _Call:
-    """One tool call being accumulated; fragments are joined once, at the end."""
+class _Call(PendingCall):
+    """One tool call being accumulated; `fragments` counts the deltas that named its index."""
 
-    __slots__ = ("fragments", "id", "index", "name", "parts", "position")
+    __slots__ = ("fragments",)
 
     def __init__(self, index: int, call_id: Any, name: Any, position: Position) -> None:
-        self.index = index
-        self.id = call_id if call_id.__class__ is str and call_id else None
-        self.name = name if name.__class__ is str else ""
-        self.parts: list[str] = []
+        super().__init__(index, call_id, name, position)
         self.fragments = 0
-        self.position = position
-
-    def tool_call(self) -> ToolCall:
-        return ToolCall(
-            name=self.name,
-            arguments="".join(self.parts),
-            id=self.id,
-            index=self.index,
-            fragments=self.fragments,
-            position=self.position,
-        )
 
 
 class _Choice:
@@ -101,7 +88,7 @@ class _Choice:
         self.index_missing: Finding | None = None
 
 
-class _Reducer:
+class _Reducer(Reducer):
     """Accumulates one body's choices; `stream` and `body` are the two ways in.
 
     This is the comparator's hot path: per event it does one envelope decode and a few dict
@@ -109,22 +96,24 @@ class _Reducer:
     (`locate`) only when a call starts, changes id or name, or comes without an index.
     """
 
+    NAME = NAME
+
     def __init__(self, streaming: bool, status: int | None) -> None:
-        self.transcript = Transcript(dialect=NAME, streaming=streaming)
-        self.status = status
+        super().__init__(streaming, status)
         self.part = "delta" if streaming else "message"
         self.choices: dict[Any, _Choice] = {}
 
-    def stream(self, events: Sequence[Event]) -> Transcript:
+    def stream(self, events: Iterable[Event]) -> Transcript:
         transcript = self.transcript
         take = self.payload
         loads = orjson.loads
-        transcript.events = len(events)
+        events = iter(events)
+        event = None
+        terminal = False
         for event in events:
             data = event.data
             if data == TERMINAL:
-                transcript.terminal_seen = True
-                transcript.end_position = _at(event)
+                terminal = True
                 break
             if event.type == "ping":
                 continue
@@ -136,11 +125,9 @@ class _Reducer:
                 take(payload, event)
             elif payload is not UNREADABLE:
                 transcript.findings.append(
-                    invalid_payload("payload is not a JSON object", _at(event))
+                    invalid_payload("payload is not a JSON object", position_of(event))
                 )
-        else:
-            if events:
-                transcript.end_position = _at(events[-1])
+        self.drain(events, event, terminal)
         return self.result()
 
     def strict_payload(self, event: Event) -> Any:
@@ -151,27 +138,24 @@ class _Reducer:
         try:
             payload, issues = load_envelope(event.data)
         except JsonInvalid as error:
-            findings.append(invalid_payload(error, _at(event)))
+            findings.append(invalid_payload(error, position_of(event)))
             return UNREADABLE
-        findings.extend(issue_findings(issues, _at(event)))
+        findings.extend(issue_findings(issues, position_of(event)))
         return payload
 
-    def body(self, payload: Any) -> Transcript:
-        self.transcript.end_position = BODY
-        if isinstance(payload, dict):
-            self.payload(payload, None)
-        return self.result()
+    def read_body(self, payload: dict[str, Any]) -> None:
+        self.payload(payload, None)
 
     def payload(self, payload: dict[str, Any], event: Event | None) -> None:
         error = payload.get("error")
         if error:
-            record_error(self.transcript, error, self.status, _at(event))
+            record_error(self.transcript, error, self.status, position_of(event))
         usage = payload.get("usage")
         if usage:
             normalized = normalize_usage(usage)
             if normalized is not None:
                 self.transcript.usage = normalized
-                self.transcript.usage_position = _at(event)
+                self.transcript.usage_position = position_of(event)
         entries = payload.get("choices")
         if entries.__class__ is not list:
             return
@@ -201,11 +185,11 @@ class _Reducer:
                 choice = state.choice
                 choice.raw_finish_reason = reason
                 choice.finish_reason = normalize_finish_reason(reason, OPENAI_FINISH_REASONS)
-                choice.finish_position = _at(event)
+                choice.finish_position = position_of(event)
 
     def new_choice(self, index: int, event: Event | None) -> _Choice:
         """The state of a choice seen for the first time (without an integer index: 0)."""
-        state = self.choices[index] = _Choice(Choice(index=index, position=_at(event)))
+        state = self.choices[index] = _Choice(Choice(index=index, position=position_of(event)))
         return state
 
     def legacy_call(self, state: _Choice, function: Any, event: Event | None) -> None:
@@ -247,14 +231,15 @@ class _Reducer:
             index = order if event is None else self.without_index(state, call_id, event)
         call = state.calls.get(index)
         if call is None:
-            call = state.calls[index] = _Call(index, call_id, function.get("name"), _at(event))
+            position = position_of(event)
+            call = state.calls[index] = _Call(index, call_id, function.get("name"), position)
             return call
         if call_id and call.id and call_id != call.id:
             self.transcript.findings.append(
                 Finding(
                     Code.TOOL_CALL_ID_CONFLICT,
                     choice=state.choice.index,
-                    position=_at(event),
+                    position=position_of(event),
                     detail=f"index {index}: {call.id} then {call_id}",
                 )
             )
@@ -270,7 +255,7 @@ class _Reducer:
         finding = state.index_missing
         if finding is None:
             finding = Finding(Code.TOOL_CALL_INDEX_MISSING, choice=state.choice.index, count=0)
-            finding.position = _at(event)
+            finding.position = position_of(event)
             state.index_missing = finding
             self.transcript.findings.append(finding)
         finding.count = (finding.count or 0) + 1
@@ -285,20 +270,12 @@ class _Reducer:
             state = self.choices[index]
             choice = state.choice
             choice.text = "".join(state.text)
-            choice.tool_calls = [state.calls[key].tool_call() for key in sorted(state.calls)]
+            for key in sorted(state.calls):
+                call = state.calls[key]
+                choice.tool_calls.append(call.tool_call("".join(call.parts), call.fragments))
             transcript.choices[index] = choice
         return finish(transcript)
 
 
-def _at(event: Event | None) -> Position:
-    return BODY if event is None else Position(event.ordinal, event.offset)
-
-
-def reduce_events(events: Sequence[Event], *, status: int | None = None) -> Transcript:
-    """A transcript from the dispatched SSE events of a Chat Completions stream."""
-    return _Reducer(streaming=True, status=status).stream(events)
-
-
-def reduce_json(payload: Any, *, status: int | None = None) -> Transcript:
-    """A transcript from a non-streaming `chat.completion` body (already decoded)."""
-    return _Reducer(streaming=False, status=status).body(payload)
+reduce_events = _Reducer.reduce_events
+reduce_json = _Reducer.reduce_json

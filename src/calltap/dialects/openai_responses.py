@@ -31,27 +31,22 @@ call whose index is its position in `output`, and `status` gives the finish reas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from calltap.dialects.common import (
+    BODY,
     finish,
-    flag_cut_call,
-    invalid_payload,
-    issue_findings,
     normalize_finish_reason,
     normalize_usage,
+    position_of,
     record_error,
 )
-from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.dialects.single_choice import EndedCall, SingleChoiceReducer
 from calltap.sse import Event
-from calltap.transcript import Choice, FinishReason, Position, ToolCall, Transcript
+from calltap.transcript import FinishReason, Position, Transcript
 
 NAME = "openai.responses"
 PATHS = ("/responses",)
-TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-BODY = Position(None, 0)
-"""Where everything in a JSON body is: no event, the start of the body."""
 STATUSES: dict[str, FinishReason] = {
     "completed": "stop",
     "incomplete": "length",
@@ -83,87 +78,36 @@ def sniff(payload: Any) -> bool:
     return payload.get("object") == "response"
 
 
-class _Call:
-    """One function_call item being accumulated."""
+class _Call(EndedCall):
+    """One function_call item; its `.done` event or item states the arguments in one piece."""
 
-    __slots__ = ("closed", "done", "id", "index", "item_id", "name", "parts", "position")
+    __slots__ = ("item_id",)
 
     def __init__(self, index: int, item: dict[str, Any], position: Position) -> None:
-        self.index = index
-        call_id = item.get("call_id")
+        super().__init__(index, item.get("call_id"), item.get("name"), position)
         item_id = item.get("id")
-        name = item.get("name")
-        self.id = call_id if call_id.__class__ is str and call_id else None
         self.item_id = item_id if item_id.__class__ is str else None
-        self.name = name if name.__class__ is str else ""
-        self.parts: list[str] = []
-        self.done = ""
-        """The whole arguments as a `.done` event or item states them; used without fragments."""
         self.take_arguments(item.get("arguments"))
-        self.position = position
-        self.closed = False
 
     def take_arguments(self, arguments: Any) -> None:
         if arguments and arguments.__class__ is str:
-            self.done = arguments
-
-    def tool_call(self) -> ToolCall:
-        return ToolCall(
-            name=self.name,
-            arguments="".join(self.parts) if self.parts else self.done,
-            id=self.id,
-            index=self.index,
-            fragments=1 + len(self.parts),
-            position=self.position,
-        )
+            self.whole = arguments
 
 
-class _Reducer:
-    """Accumulates one body's single choice; `stream` and `body` are the two ways in."""
+class _Reducer(SingleChoiceReducer[_Call]):
+    """Responses: output items by `output_index`, the finish reason from the terminal status."""
 
-    def __init__(self, streaming: bool, status: int | None) -> None:
-        self.transcript = Transcript(dialect=NAME, streaming=streaming)
-        self.status = status
-        self.choice: Choice | None = None
-        self.text: list[str] = []
-        self.calls: dict[int, _Call] = {}
+    NAME = NAME
+    TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+    CUT = "function_call item {index} never closed"
 
-    def stream(self, events: Sequence[Event]) -> Transcript:
-        transcript = self.transcript
-        findings = transcript.findings
-        transcript.events = len(events)
-        for event in events:
-            try:
-                payload, issues = load_envelope(event.data)
-            except JsonInvalid as error:
-                findings.append(invalid_payload(error, _at(event)))
-                continue
-            if issues:
-                findings.extend(issue_findings(issues, _at(event)))
-            if payload.__class__ is not dict:
-                findings.append(invalid_payload("payload is not a JSON object", _at(event)))
-                continue
-            kind = payload.get("type")
-            if kind.__class__ is not str:
-                kind = event.type
-            if kind in TERMINALS:
-                transcript.terminal_seen = True
-                transcript.end_position = _at(event)
-                response = payload.get("response")
-                self.response(response if response.__class__ is dict else {}, event)
-                break
-            self.event(kind, payload, event)
-        else:
-            if events:
-                transcript.end_position = _at(events[-1])
-        return self.result()
+    def terminal(self, payload: dict[str, Any], event: Event) -> None:
+        response = payload.get("response")
+        self.response(response if response.__class__ is dict else {}, event)
 
     def event(self, kind: str, payload: dict[str, Any], event: Event) -> None:
         if kind == "response.output_text.delta":
-            text = payload.get("delta")
-            if text and text.__class__ is str:
-                self.start(event)
-                self.text.append(text)
+            self.take_text(payload.get("delta"), event)
         elif kind == "response.function_call_arguments.delta":
             call = self.call_of(payload, event)
             fragment = payload.get("delta")
@@ -181,13 +125,7 @@ class _Reducer:
             error = payload.get("error")
             if not error:
                 error = {key: payload[key] for key in ERROR_FIELDS if payload.get(key)}
-            record_error(self.transcript, error or payload, self.status, _at(event))
-
-    def start(self, event: Event | None) -> Choice:
-        """The choice, begun at the first event that belongs to it."""
-        if self.choice is None:
-            self.choice = Choice(index=0, position=_at(event))
-        return self.choice
+            record_error(self.transcript, error or payload, self.status, position_of(event))
 
     def item(self, kind: str, payload: dict[str, Any], event: Event) -> None:
         item = payload.get("item")
@@ -199,9 +137,9 @@ class _Reducer:
         self.start(event)
         call = self.calls.get(index)
         if call is None:
-            call = self.calls[index] = _Call(index, item, _at(event))
+            call = self.calls[index] = _Call(index, item, position_of(event))
         if kind == "response.output_item.done":
-            if not call.done:
+            if not call.whole:
                 call.take_arguments(item.get("arguments"))
             call.closed = True
 
@@ -212,19 +150,20 @@ class _Reducer:
         if index.__class__ is int:
             call = self.calls.get(index)
             if call is None:
-                call = self.calls[index] = _Call(index, {"id": payload.get("item_id")}, _at(event))
+                item = {"id": payload.get("item_id")}
+                call = self.calls[index] = _Call(index, item, position_of(event))
             return call
         item_id = payload.get("item_id")
         for call in self.calls.values():
             if item_id and call.item_id == item_id:
                 return call
         index = max(self.calls, default=-1) + 1
-        call = self.calls[index] = _Call(index, {"id": item_id}, _at(event))
+        call = self.calls[index] = _Call(index, {"id": item_id}, position_of(event))
         return call
 
     def response(self, response: dict[str, Any], event: Event | None) -> None:
         """A `response` object: the JSON body, or the one a terminal event carries."""
-        position = _at(event)
+        position = position_of(event)
         error = response.get("error")
         if error:
             record_error(self.transcript, error, self.status, position)
@@ -246,10 +185,7 @@ class _Reducer:
         choice.raw_finish_reason = status
         choice.finish_reason = normalize_finish_reason(status, table)
 
-    def body(self, payload: Any) -> Transcript:
-        self.transcript.end_position = BODY
-        if payload.__class__ is not dict:
-            return self.result()
+    def read_body(self, payload: dict[str, Any]) -> None:
         output = payload.get("output")
         if output.__class__ is list:
             self.start(None)
@@ -257,7 +193,6 @@ class _Reducer:
                 if item.__class__ is dict:
                     self.output_item(index, item)
         self.response(payload, None)
-        return self.result()
 
     def output_item(self, index: int, item: dict[str, Any]) -> None:
         """One whole item of a JSON body's `output`."""
@@ -270,37 +205,14 @@ class _Reducer:
             if content.__class__ is list:
                 for part in content:
                     if part.__class__ is dict and part.get("type") == "output_text":
-                        text = part.get("text")
-                        if text and text.__class__ is str:
-                            self.text.append(text)
+                        self.take_text(part.get("text"), None)
 
     def result(self) -> Transcript:
-        transcript = self.transcript
-        choice = self.choice
-        if choice is not None:
-            choice.text = "".join(self.text)
-            for index in sorted(self.calls):
-                call = self.calls[index]
-                tool_call = call.tool_call()
-                choice.tool_calls.append(tool_call)
-                if not call.closed:
-                    reason = f"function_call item {index} never closed"
-                    flag_cut_call(tool_call, 0, transcript.findings, reason)
-            if choice.raw_finish_reason == "completed":
-                choice.finish_reason = "tool_calls" if choice.tool_calls else "stop"
-            transcript.choices[0] = choice
-        return finish(transcript)
+        choice = self.gather()
+        if choice is not None and choice.raw_finish_reason == "completed":
+            choice.finish_reason = "tool_calls" if choice.tool_calls else "stop"
+        return finish(self.transcript)
 
 
-def _at(event: Event | None) -> Position:
-    return BODY if event is None else Position(event.ordinal, event.offset)
-
-
-def reduce_events(events: Sequence[Event], *, status: int | None = None) -> Transcript:
-    """A transcript from the dispatched SSE events of a Responses stream."""
-    return _Reducer(streaming=True, status=status).stream(events)
-
-
-def reduce_json(payload: Any, *, status: int | None = None) -> Transcript:
-    """A transcript from a non-streaming `response` body (already decoded)."""
-    return _Reducer(streaming=False, status=status).body(payload)
+reduce_events = _Reducer.reduce_events
+reduce_json = _Reducer.reduce_json
