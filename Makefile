@@ -24,6 +24,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/compare_throughput.py
 	$(BIN)/python bench/relay.py
+	$(BIN)/python bench/streams.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
