@@ -24,8 +24,11 @@ to free a larger block, which raises glibc's dynamic mmap threshold; calltap's 2
 buffers do that, a bare relay never does, and the difference (about 2x the bare relay's CPU per
 event here) would then be credited to calltap's design. So every server runs with GLIBC_TUNABLES
 fixing the thresholds (the state calltap reaches by accident); --default-malloc shows the other.
-Recordings go to the benchmark's temporary directory; --recordings /dev/shm separates the disk's
-cost from calltap's own.
+Recordings go to a temporary directory under the working directory (where `calltap serve` puts
+`recordings/` by default, so on the disk a deployment would use), printed at the start and
+removed only when the run ends: deleting tens of thousands of files between phases would make
+the next phase's file creations dearer on some filesystems (ext4 without a journal skips inodes
+freed in the last 30 s). --recordings /dev/shm separates the disk's cost from calltap's own.
 
 Targets (issue 3): calltap CPU per event per leg <= 1.15x the pass-through's; calltap req/s at
 c=32 >= 0.9x the pass-through's; added per-event latency p99 < 1 ms per hop. Each is printed
@@ -42,7 +45,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -162,7 +164,6 @@ def topology(fleet: Fleet, name: str, provider: Server) -> Iterator[Topology]:
     finally:
         for server in reversed(started):
             fleet.stop(server)
-        shutil.rmtree(recordings, ignore_errors=True)
 
 
 # -- calltap's comparison backlog ------------------------------------------------------------
@@ -301,9 +302,9 @@ def loop_name() -> str:
     return "uvloop"
 
 
-def parse_args() -> tuple[Plan, str | None, Path | None]:
-    """The plan, the GLIBC_TUNABLES to give the servers (None: glibc's defaults), and where
-    calltap records (None: the benchmark's temporary directory)."""
+def parse_args() -> tuple[Plan, str | None, Path]:
+    """The plan, the GLIBC_TUNABLES to give the servers (None: glibc's defaults), and the
+    directory under which calltap records."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer requests: under a minute")
@@ -314,9 +315,10 @@ def parse_args() -> tuple[Plan, str | None, Path | None]:
                         help="concurrent paced streams (16)")
     parser.add_argument("--paced-rounds", type=int, metavar="R",
                         help="measured rounds of S paced streams (10; 2 with --quick)")
-    parser.add_argument("--recordings", type=Path, metavar="DIR",
+    parser.add_argument("--recordings", type=Path, metavar="DIR", default=Path.cwd(),
                         help="put calltap's recordings in a temporary directory under DIR"
-                             " (e.g. /dev/shm, to tell the disk's cost from calltap's)")
+                             " (default: the working directory; /dev/shm tells the disk's"
+                             " cost from calltap's)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="run the servers without GLIBC_TUNABLES=" + MALLOC_TUNABLES)
     args = parser.parse_args()
@@ -340,8 +342,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _terminate)
     started = time.perf_counter()
     with (tempfile.TemporaryDirectory(prefix="calltap-relay-bench-") as workdir,
-          tempfile.TemporaryDirectory(prefix="calltap-relay-bench-",
-                                      dir=recordings_under or workdir) as recordings):
+          tempfile.TemporaryDirectory(prefix=".calltap-relay-bench-",
+                                      dir=recordings_under) as recordings):
+        console.print(f"[dim]calltap records under {recordings} (removed at the end)[/dim]")
         try:
             results = asyncio.run(measure(plan, Path(workdir), env, Path(recordings)))
         except KeyboardInterrupt:
@@ -349,7 +352,7 @@ def main() -> int:
             return 130
     report = Report(results, plan, console)
     report.print(loop_name(), env.get("GLIBC_TUNABLES", "unset (glibc defaults)"),
-                 str(recordings_under or tempfile.gettempdir()))
+                 str(recordings_under))
     console.print(f"[dim]run time {time.perf_counter() - started:.0f} s[/dim]")
     return 1 if report.mismatches() else 0
 

@@ -72,6 +72,9 @@ class Config:
     """Connection pool size per upstream."""
     compare_workers: int = 2
     """Worker processes running the comparator, so a huge pair never stalls the relay loop."""
+    compare_niceness: int = 10
+    """How much lower than the relay's the workers' CPU priority is (`nice`, 0 to 19): under a
+    burst the relay keeps the cores and the comparisons catch up afterwards."""
     redact_headers: tuple[str, ...] = ()
     """Header names redacted in pair.json on top of the built-in secret headers."""
     mask_body_patterns: tuple[str, ...] = ()
@@ -99,6 +102,9 @@ class Config:
         for name in ("max_pending_pairs", "upstream_connections", "compare_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.compare_niceness <= MAX_NICENESS:
+            raise ConfigError(f"compare_niceness must be 0 to {MAX_NICENESS},"
+                              f" got {self.compare_niceness}")
         try:
             BodyMasker(self.mask_body_patterns)
         except (re.error, ValueError) as exc:
@@ -109,6 +115,7 @@ class Config:
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+MAX_NICENESS = 19
 FIELDS = {f.name: f for f in fields(Config)}
 ADDRESS_FIELDS = ("front", "back", "admin")
 DEFAULT_LISTENERS = {"front": DEFAULT_FRONT, "back": DEFAULT_BACK, "admin": DEFAULT_ADMIN}

@@ -74,6 +74,7 @@ def test_addresses(value: str, expected) -> None:
         ({"provider": "http://x"}, "grace_period = -1\n", "grace_period"),
         ({"provider": "http://x"}, "max_capture_bytes = 'lots'\n", "max_capture_bytes"),
         ({"provider": "http://x"}, "mask_body_patterns = ['(']\n", "mask_body_patterns"),
+        ({"provider": "http://x"}, "compare_niceness = 20\n", "compare_niceness"),
         ({"provider": "http://x"}, "front = [\n", "config file"),
     ],
 )

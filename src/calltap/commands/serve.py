@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from pathlib import Path
@@ -88,6 +89,9 @@ async def _serve(config: Config) -> int:
         return _usage_error(str(exc))
     except OSError as exc:
         return _usage_error(f"cannot listen: {exc.strerror or exc}")
+    # What startup built lives as long as the process: keep it out of every later collection, so
+    # a full collection never walks it while streams are in flight.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -3,25 +3,34 @@
 It reads the recorded files back, masks them when body patterns are configured, takes their
 size and sha256, and runs the comparator (both legs) or the single-side checks (one leg).
 Everything crosses the process boundary as plain data: file names in, JSON-ready dicts out.
+
+Workers run at a lower CPU priority (`os.nice`): under a burst the relay gets the cores and
+the comparisons catch up afterwards. A faithful gateway hands the client the provider's exact
+bytes, so when both legs' captures are identical the body is transcribed once and that
+transcript compared with itself: same bytes, same transcript, same report, half the work.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import multiprocessing
 import os
 import signal
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import orjson
 
-from calltap.compare import check_capture, compare_captures
+from calltap.compare import check_capture, compare, compare_captures
 from calltap.proxy.redact import BodyMasker
 from calltap.report import check_json, comparison_json
 from calltap.transcript import Capture
+
+PAIR_JSON = "pair.json"
 
 
 class BodySpec(TypedDict):
@@ -43,6 +52,8 @@ class Job(TypedDict):
     downstream: BodySpec | None
     mode: Literal["compare", "check", "record"]
     """Compare upstream with downstream, check the one body given, or only measure files."""
+    document: dict[str, Any]
+    """pair.json without what the worker finds: its legs' `bytes` and `sha256`, the report."""
 
 
 class FileFacts(TypedDict):
@@ -50,13 +61,21 @@ class FileFacts(TypedDict):
     sha256: str
 
 
+class WriteError(TypedDict):
+    errno: int | None
+    strerror: str | None
+
+
 class Result(TypedDict):
     files: dict[str, FileFacts]
     report: dict[str, Any] | None
+    pair_json_bytes: int
+    pair_json_error: WriteError | None
 
 
 def analyze(job: Job) -> Result:
-    """Measure (and mask) every file of a finished capture, then compare or check its bodies."""
+    """Measure (and mask) every file of a finished capture, compare or check its bodies, then
+    complete and write its pair.json."""
     directory = Path(job["directory"])
     masker = BodyMasker(job["mask_patterns"])
     bodies: dict[str, bytes] = {}
@@ -73,13 +92,40 @@ def analyze(job: Job) -> Result:
     upstream, downstream = job["upstream"], job["downstream"]
     report: dict[str, Any] | None = None
     if job["mode"] == "compare" and upstream is not None and downstream is not None:
-        report = comparison_json(
-            compare_captures(_capture(upstream, bodies), _capture(downstream, bodies)))
+        up, down = _capture(upstream, bodies), _capture(downstream, bodies)
+        if up == down:
+            transcript = check_capture(up).transcript
+            report = comparison_json(compare(transcript, transcript))
+        else:
+            report = comparison_json(compare_captures(up, down))
     elif job["mode"] == "check":
         spec = upstream if upstream is not None else downstream
         if spec is not None:
             report = check_json(check_capture(_capture(spec, bodies)))
-    return {"files": files, "report": report}
+    document = complete(job["document"], files, job["mode"], report)
+    payload = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    try:
+        _write_atomically(directory / PAIR_JSON, payload)
+    except OSError as exc:
+        return {"files": files, "report": report, "pair_json_bytes": 0,
+                "pair_json_error": {"errno": exc.errno, "strerror": exc.strerror}}
+    return {"files": files, "report": report, "pair_json_bytes": len(payload),
+            "pair_json_error": None}
+
+
+def complete(document: dict[str, Any], files: dict[str, FileFacts], mode: str,
+             report: dict[str, Any] | None) -> dict[str, Any]:
+    """Fill a pair.json draft in: each leg's `bytes` and `sha256`, the comparison or check."""
+    legs = document["legs"]
+    for leg in (legs.get("downstream"), legs.get("upstream"), *legs.get("upstream_attempts", ())):
+        if leg is not None and leg["file"] in files:
+            leg["bytes"] = files[leg["file"]]["bytes"]
+            leg["sha256"] = files[leg["file"]]["sha256"]
+    if mode == "compare":
+        document["comparison"] = report
+    elif mode == "check":
+        document["check"] = report
+    return document
 
 
 def _capture(spec: BodySpec, bodies: dict[str, bytes]) -> Capture:
@@ -96,15 +142,31 @@ def _rewrite(path: Path, body: bytes) -> None:
     os.replace(temporary, path)
 
 
+def _write_atomically(path: Path, payload: bytes) -> None:
+    """Write `path` (0600) through a temporary file renamed over it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        raise
+
+
 class WorkerFailed(RuntimeError):
     """A comparison job raised in its worker, or the worker died while running it."""
 
 
-def _worker_main(connection: Connection) -> None:
+def _worker_main(connection: Connection, niceness: int) -> None:
     """A worker's whole life: read a job, answer it, until the parent closes the pipe. Ctrl-C
     reaches the whole process group, but only the parent stops the workers (after the last
     comparison), so a worker ignores SIGINT."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if niceness:
+        os.nice(niceness)
     while True:
         try:
             job = orjson.loads(connection.recv_bytes())
@@ -124,9 +186,9 @@ if _CONTEXT.get_start_method() == "forkserver":
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, niceness: int) -> None:
         self.connection, child = _CONTEXT.Pipe()
-        self.process = _CONTEXT.Process(target=_worker_main, args=(child,), daemon=True,
+        self.process = _CONTEXT.Process(target=_worker_main, args=(child, niceness), daemon=True,
                                         name="calltap-compare")
         self.process.start()
         child.close()
@@ -137,18 +199,20 @@ class _Worker:
 
 class Workers:
     """Worker processes running `analyze`, forked from a forkserver that has the comparator
-    imported. The event loop talks to each over a pipe it watches itself: no helper threads
-    in the proxy's process, so the relay never competes with them for the GIL. A worker that
-    dies fails the job it was running and is replaced for the next one."""
+    imported. The event loop talks to each over a pipe it watches itself: no helper thread
+    competes with the relay for the GIL on their behalf. A worker that dies fails the job it
+    was running and is replaced for the next one. A job waiting for a worker holds file names
+    and its pair.json draft, never a body, so a backlog after a burst costs little memory."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, niceness: int = 0) -> None:
         self.count = count
+        self.niceness = niceness
         self._idle: asyncio.Queue[_Worker] | None = None
         self._workers: list[_Worker] = []
 
     def warm(self) -> None:
         """Start every worker (blocking: the first start also starts the forkserver)."""
-        self._workers = [_Worker() for _ in range(self.count)]
+        self._workers = [_Worker(self.niceness) for _ in range(self.count)]
 
     async def analyze(self, job: Job) -> Result:
         if self._idle is None:
@@ -176,7 +240,7 @@ class Workers:
         worker.close()
         worker.process.kill()
         self._workers.remove(worker)
-        fresh = _Worker()
+        fresh = _Worker(self.niceness)
         self._workers.append(fresh)
         return fresh
 

@@ -28,7 +28,7 @@ from aiohttp.streams import StreamReader
 from calltap.config import Config, ConfigError, describe, public_url
 from calltap.proxy.admin import admin_app
 from calltap.proxy.analysis import Workers
-from calltap.proxy.capture import Opener, Recorder, Sink
+from calltap.proxy.capture import Claim, Opener, Recorder, Sink
 from calltap.proxy.fingerprint import request_fingerprint
 from calltap.proxy.ids import accept_client_id, new_request_id, new_traceparent, parse_traceparent
 from calltap.proxy.logs import make_logger
@@ -67,7 +67,7 @@ class Calltap:
         self.recordings: Path = config.recordings
         self.book = (PairingBook(config.pairing_window, config.max_pending_pairs)
                      if config.front is not None and config.back is not None else None)
-        self.workers = Workers(config.compare_workers)
+        self.workers = Workers(config.compare_workers, config.compare_niceness)
         self.metrics = Metrics(lambda: self.book.pending if self.book is not None else 0)
         self.recorder = Recorder(config.recordings, max_capture_bytes=config.max_capture_bytes,
                                  quota_bytes=config.disk_quota_bytes,
@@ -108,12 +108,18 @@ class Calltap:
 
     async def start(self) -> None:
         """Prepare the recordings tree, start the workers, then listen. Raises ConfigError
-        (recordings not writable) or OSError (an address in use) with nothing left running."""
+        (recordings not writable) or OSError (an address in use) with nothing left running.
+
+        Everything alive once listening (modules, the comparator's tables, the apps) lives as
+        long as the process, so it is moved out of the garbage collector's reach: a full
+        collection then scans only what traffic created, instead of stalling every stream for
+        tens of milliseconds now and then."""
         try:
             leftovers = await asyncio.to_thread(self.recorder.prepare)
         except OSError as exc:
             raise ConfigError(
                 f"recordings: cannot write to {self.recordings}: {exc.strerror or exc}") from None
+        self.recorder.start(asyncio.get_running_loop())
         try:
             await asyncio.to_thread(self.workers.warm)
             for upstream in (self.gateway, self.provider):
@@ -123,6 +129,7 @@ class Calltap:
         except BaseException:
             await self._close_everything()
             await asyncio.to_thread(self.workers.shutdown)
+            await self.recorder.stop()
             raise
         if leftovers:
             self.log.warning("recording.leftovers", count=len(leftovers), files=leftovers[:50])
@@ -180,6 +187,7 @@ class Calltap:
         self.pairs.close_all()
         await self.pairs.drain()
         await asyncio.to_thread(self.workers.shutdown)
+        await self.recorder.stop()
         self.log.info("serve.stopped", cut=len(remaining))
 
     async def _close_everything(self) -> None:
@@ -263,18 +271,19 @@ class Calltap:
         assert self.gateway is not None
         started = time.time()
         compared = self._is_compared(request.path)
-        request_id = accept_client_id(request.headers.get(REQUEST_ID)) or new_request_id(started)
+        client_id = accept_client_id(request.headers.get(REQUEST_ID))
+        request_id = client_id or new_request_id(started)
         prefix, whole = await _read_prefix(request, self.config.max_fingerprint_body)
         paired = compared and self.book is not None
         fingerprint = await _fingerprint(prefix, whole, request.path) if paired else None
         recording: Recording | None = None
         key = request_id
         if (compared or self.config.record_other) and self._recording_allowed():
-            reserved = self.recorder.reserve(request_id, started)
+            reserved = await self._reserve(request_id, client_id is None, started)
             if reserved is not None:
-                key, directory = reserved
+                key, claim = reserved
                 kind = "other" if not compared else ("pair" if paired else "single")
-                recording = self.pairs.open_recording(key, directory, kind)
+                recording = self.pairs.open_recording(key, claim, kind)
         headers = [(n, v) for n, v in forwardable(request.headers.items())
                    if n.lower() not in NOT_FORWARDED]
         headers.append((REQUEST_ID, key))
@@ -293,7 +302,8 @@ class Calltap:
                 finish = self._front_finisher(recording)
             else:
                 finish = self._single_finisher(recording)
-            leg.request_sink = self._request_sink(recording.directory, "downstream.request", prefix)
+            leg.request_sink = self._request_sink(recording.claim, "downstream.request", prefix,
+                                                  whole)
         return await self._run(request, self.gateway, leg, key, prefix, whole, headers,
                                _response_sink(self.recorder, recording, "downstream"), finish,
                                [(REQUEST_ID, key)])
@@ -322,19 +332,21 @@ class Calltap:
             recording, match = found
             leg.attempt = match.attempt
             stem = "upstream" if match.attempt == 1 else f"upstream.attempt-{match.attempt}"
-            leg.request_sink = self._request_sink(recording.directory, f"{stem}.request", prefix)
+            leg.request_sink = self._request_sink(recording.claim, f"{stem}.request", prefix,
+                                                  whole)
             pairs = self.pairs
             return await self._run(request, self.provider, leg, recording.key, prefix, whole,
                                    headers, _response_sink(self.recorder, recording, stem),
                                    lambda done: pairs.attempt_ended(recording, done), None)
-        own_id = accept_client_id(request.headers.get(REQUEST_ID)) or new_request_id(started)
-        reserved = self.recorder.reserve(own_id, started)
+        client_id = accept_client_id(request.headers.get(REQUEST_ID))
+        own_id = client_id or new_request_id(started)
+        reserved = await self._reserve(own_id, client_id is None, started)
         if reserved is None:
             return await self._run(request, self.provider, leg, own_id, prefix, whole, headers,
                                    None, None, None)
         recording = self.pairs.open_recording(*reserved, "single" if compared else "other")
         recording.orphan = compared and self.book is not None
-        leg.request_sink = self._request_sink(recording.directory, "upstream.request", prefix)
+        leg.request_sink = self._request_sink(recording.claim, "upstream.request", prefix, whole)
         return await self._run(request, self.provider, leg, recording.key, prefix, whole,
                                headers, _response_sink(self.recorder, recording, "upstream"),
                                self._single_finisher(recording), None)
@@ -345,10 +357,23 @@ class Calltap:
     def _single_finisher(self, recording: Recording) -> Finish:
         return lambda leg: self.pairs.single_ended(recording, leg)
 
-    def _request_sink(self, directory: Path, name: str, prefix: bytes) -> Sink:
-        sink = self.recorder.sink(directory, name)
+    async def _reserve(self, request_id: str, minted: bool,
+                       started: float) -> tuple[str, Claim] | None:
+        """The capture key and directory. A minted id is unique, so its directory is created
+        on the disk thread while the request goes on; a client's id may need a `+N` suffix,
+        which must be known before the request is forwarded."""
+        if minted:
+            return self.recorder.claim(request_id, started)
+        return await self.recorder.reserve(request_id, started)
+
+    def _request_sink(self, claim: Claim, name: str, prefix: bytes, whole: bool) -> Sink:
+        """A body read whole is complete: written to its final name at once. A streamed one
+        is written as it arrives, to a `.partial` renamed when the leg ends."""
+        sink = self.recorder.sink(claim, name, partial=not whole)
         if prefix:
             sink.write(prefix)
+        if whole:
+            sink.close()
         return sink
 
     async def _run(self, request: web.Request, upstream: Upstream, leg: Leg, key: str,
@@ -407,8 +432,8 @@ def _response_sink(recorder: Recorder, recording: Recording | None,
                    stem: str) -> Callable[[Leg], Sink | None] | None:
     if recording is None:
         return None
-    directory = recording.directory
-    return lambda leg: recorder.sink(directory, f"{stem}.{body_extension(leg.content_type)}")
+    claim = recording.claim
+    return lambda leg: recorder.sink(claim, f"{stem}.{body_extension(leg.content_type)}")
 
 
 async def _read_prefix(request: web.Request, limit: int) -> tuple[bytes, bool]:

@@ -1,9 +1,19 @@
 """The recordings tree on disk: capture directories, body files written as bytes flow, pair.json.
 
-A body is written to `<name>.partial` while its stream flows and renamed to `<name>` when the
-leg ends, so a crash loses at most what the disk had not received and leaves the `.partial` for
-the next start to report. Directories are 0700 and files 0600. Every disk error is caught
-here and handed to `on_failure`: recording is fail-open, the relay never sees it.
+A response body is written to `<name>.partial` while its stream flows and renamed to `<name>`
+when the leg ends, so a crash loses at most what the disk had not received and leaves the
+`.partial` for the next start to report. A request body read whole before forwarding is
+complete already and goes straight to its final name. Directories are 0700 and files 0600.
+Every disk error is caught here and handed to `on_failure`: recording is fail-open, the relay
+never sees it.
+
+Creating a file or a directory can cost a millisecond of kernel time on a busy filesystem
+(ext4 without a journal scans past every recently freed inode), and the event loop would stall
+every stream meanwhile. So mkdir and open run on one disk thread, in order, handed over once
+per loop iteration. Writing, closing and renaming are cheap everywhere and stay on the loop
+once the file is open; until then a sink keeps its chunks, and should the file still not be
+open when the leg ends, the disk thread finishes it. What a sink holds or the thread has been
+handed is bounded: past `MAX_PENDING_BYTES` the body stops being recorded, never relayed.
 
 Past `max_capture_bytes` a body stops being recorded (the leg keeps being relayed) and the
 sink is `truncated`; the leg then ends as `capture_truncated` in pair.json (its `relay_ended`
@@ -12,12 +22,16 @@ keeps how the stream itself ended) and the comparator reports CAPTURE_TRUNCATED.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from queue import SimpleQueue
+from typing import Any
 
 import orjson
 
@@ -25,102 +39,293 @@ from calltap.proxy.ids import day_dir_for, reserve_capture_dir
 
 PARTIAL = ".partial"
 FILE_MODE = 0o600
-WRITE_BUFFER = 16 * 1024
-"""Small on purpose: a larger buffer is a fresh mmap per file, which costs more CPU than the
-write calls it saves."""
+OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+FLUSH_BYTES = 16 * 1024
+"""A sink writes once it holds this much: as often as a 16 KiB buffered file would."""
+MAX_PENDING_BYTES = 256 * 1024
+"""What one sink may hold while its file is not open yet; past it the sink hands its chunks
+to the disk thread (and from then on every write), where `MAX_BACKLOG_BYTES` bounds them."""
+MAX_BACKLOG_BYTES = 64 * 1024 * 1024
+"""Bytes handed to the disk thread and not yet written, at most (a disk slower than the
+traffic costs recordings, not memory)."""
 Opener = Callable[[str, int], int]
 FailureHandler = Callable[[str, BaseException, Path], None]
+Operation = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 def default_opener(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_EXCL, FILE_MODE)
 
 
+class Disk:
+    """The one thread that makes the recorder's slow file-system calls, in the order they were
+    submitted. `submit` never blocks; what a loop iteration submits reaches the thread at once,
+    at the end of that iteration. `call` and `settle` let a coroutine wait for it."""
+
+    def __init__(self) -> None:
+        self._queue: SimpleQueue[list[Operation] | None] = SimpleQueue()
+        self._batch: list[Operation] = []
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.queued_bytes = 0
+        """Body bytes handed to the thread (counted by the loop only)."""
+        self.written_bytes = 0
+        """Body bytes the thread is done with (counted by the thread only)."""
+
+    @property
+    def backlog(self) -> int:
+        return self.queued_bytes - self.written_bytes
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="calltap-disk", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Run what was submitted, then end the thread; nothing is submitted afterwards."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._hand_over()
+        self._queue.put(None)
+        await asyncio.to_thread(thread.join)
+        self._thread = None
+
+    def submit(self, call: Callable[..., Any], *args: Any) -> None:
+        if self._thread is None or self._loop is None:
+            call(*args)
+            return
+        if not self._batch:
+            self._loop.call_soon(self._hand_over)
+        self._batch.append((call, args))
+
+    def _hand_over(self) -> None:
+        batch, self._batch = self._batch, []
+        if batch:
+            self._queue.put(batch)
+
+    def report(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run `callback(*args)` on the event loop (from the disk thread, or inline)."""
+        if self._loop is None or threading.current_thread() is not self._thread:
+            callback(*args)
+        else:
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run `function(*args)` on the disk thread after everything submitted before it;
+        its result, or the exception it raised."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def run() -> None:
+            try:
+                result = function(*args)
+            except BaseException as exc:
+                self.report(_settle, future, None, exc)
+            else:
+                self.report(_settle, future, result, None)
+
+        self.submit(run)
+        return await future
+
+    async def settle(self) -> None:
+        """Wait until everything submitted so far has run."""
+        await self.call(_nothing)
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            for call, args in batch:
+                call(*args)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+class Claim:
+    """A capture directory the disk thread creates; its files are opened only if it did."""
+
+    __slots__ = ("ok", "path")
+
+    def __init__(self, path: Path, ok: bool = True) -> None:
+        self.path = path
+        self.ok = ok
+
+
 class Sink:
-    """One body file, appended to as chunks arrive. `write` is on the relay's hot path: one
-    buffered write per chunk, no formatting, no hashing (the hash is taken off-loop later)."""
+    """One body file. `write` is on the relay's hot path: it appends the chunk to a buffer
+    (no formatting, no hashing: the hash is taken off-loop later) and writes a full buffer
+    once the disk thread has opened the file. `failed` is final once `settled`."""
 
-    __slots__ = ("_file", "_on_failure", "failed", "final", "limit", "name", "partial",
-                 "recorded", "truncated")
+    __slots__ = ("_buffer", "_buffered", "_disk", "_ended", "_fd", "_handed_over",
+                 "_on_failure", "_opener", "_path", "claim", "closed", "failed", "final",
+                 "limit", "name", "recorded", "settled", "truncated")
 
-    def __init__(self, directory: Path, name: str, limit: int, opener: Opener,
-                 on_failure: FailureHandler) -> None:
+    def __init__(self, disk: Disk, claim: Claim, name: str, limit: int, opener: Opener,
+                 on_failure: FailureHandler, *, partial: bool = True) -> None:
         self.name = name
-        self.final = directory / name
-        self.partial = directory / (name + PARTIAL)
+        self.claim = claim
+        self.final = claim.path / name
+        self._path = claim.path / (name + PARTIAL) if partial else self.final
         self.limit = limit
         self.recorded = 0
         self.truncated = False
         self.failed = False
+        self.closed = False
+        """No more bytes are taken (ended, failed or past the limit)."""
+        self.settled = False
+        """The file is closed and renamed, or known to have failed."""
+        self._disk = disk
+        self._opener = opener
         self._on_failure = on_failure
-        self._file: IO[bytes] | None = None
-        try:
-            self._file = open(self.partial, "wb", buffering=WRITE_BUFFER, opener=opener)  # noqa: SIM115
-        except OSError as exc:
-            self.failed = True
-            on_failure("open", exc, self.partial)
-
-    @property
-    def ok(self) -> bool:
-        """True while the file is being written (not failed, not past its limit)."""
-        return self._file is not None
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self._fd: int | None = None
+        self._ended = False
+        self._handed_over = False
+        """Chunks went to the disk thread: from then on it does every write and the close."""
+        disk.submit(self._open)
 
     def write(self, chunk: bytes) -> None:
-        file = self._file
-        if file is None:
+        if self.closed or self.failed:
             return
         size = self.recorded + len(chunk)
         if size > self.limit:
             chunk = chunk[: self.limit - self.recorded]
             size = self.limit
             self.truncated = True
-        try:
-            file.write(chunk)
-        except (OSError, ValueError) as exc:
-            self._fail("write", exc)
-            return
+            self.closed = True
+        self._buffer.append(chunk)
+        self._buffered += len(chunk)
         self.recorded = size
-        if self.truncated:
-            self._close_file()
+        if self._buffered < FLUSH_BYTES:
+            return
+        if self._fd is not None and not self._handed_over:
+            self._write_here()
+        elif self._buffered >= MAX_PENDING_BYTES:
+            self._hand_over()
 
-    def _fail(self, stage: str, exc: BaseException) -> None:
-        file, self._file = self._file, None
-        self.failed = True
-        if file is not None:
-            with contextlib.suppress(OSError):
-                file.close()
-        self._on_failure(stage, exc, self.partial)
+    def _take(self) -> tuple[list[bytes], int]:
+        buffer, size = self._buffer, self._buffered
+        self._buffer, self._buffered = [], 0
+        return buffer, size
 
-    def _close_file(self) -> None:
-        file, self._file = self._file, None
-        if file is not None:
-            try:
-                file.close()
-            except OSError as exc:
-                self.failed = True
-                self._on_failure("close", exc, self.partial)
+    def _write_here(self) -> None:
+        buffer, _ = self._take()
+        try:
+            _write_all(self._fd, buffer)
+        except OSError as exc:
+            self._close_fd()
+            self._fail("write", exc)
+
+    def _hand_over(self) -> None:
+        buffer, size = self._take()
+        disk = self._disk
+        if disk.backlog + size > MAX_BACKLOG_BYTES:
+            self.closed = True
+            self._fail("write", OSError(errno.ENOBUFS, "recording backlog full"))
+            return
+        self._handed_over = True
+        disk.queued_bytes += size
+        disk.submit(self._write, buffer, size)
 
     def close(self) -> str | None:
-        """Flush, close and rename to the final name; the file's name, or None when the body
-        could not be recorded (the `.partial` stays for inspection)."""
-        self._close_file()
-        if self.failed:
+        """Write the rest, close, rename to the final name: here when the file is open, else
+        on the disk thread. The file's name, or None when the body is known not to be
+        recorded (a `.partial` stays for inspection); the disk thread may still fail it."""
+        if not self._ended:
+            self._ended = True
+            self.closed = True
+            if self._fd is not None and not self._handed_over:
+                self._finish()
+            elif self.failed:
+                self.settled = True
+            else:
+                self._disk.submit(self._finish_handed_over, *self._take())
+        return None if self.failed else self.name
+
+    def _fail(self, stage: str, exc: BaseException) -> None:
+        self.failed = True
+        self._disk.report(self._on_failure, stage, exc, self._path)
+
+    def _close_fd(self) -> OSError | None:
+        fd, self._fd = self._fd, None
+        if fd is None:
             return None
         try:
-            os.replace(self.partial, self.final)
+            os.close(fd)
         except OSError as exc:
+            return exc
+        return None
+
+    def _finish(self) -> None:
+        """Write what is left, close and rename (on whichever thread owns the file now)."""
+        if not self.failed and self._buffer:
+            self._write_here()
+        error = self._close_fd()
+        if not self.failed:
+            if error is not None:
+                self._fail("close", error)
+            elif self._path != self.final:
+                try:
+                    os.replace(self._path, self.final)
+                except OSError as exc:
+                    self._fail("rename", exc)
+        self.settled = True
+
+    # -- on the disk thread ----------------------------------------------------------------
+
+    def _open(self) -> None:
+        if not self.claim.ok:
             self.failed = True
-            self._on_failure("rename", exc, self.partial)
-            return None
-        return self.name
+            return
+        try:
+            self._fd = self._opener(str(self._path), OPEN_FLAGS)
+        except OSError as exc:
+            self._fail("open", exc)
+
+    def _write(self, buffer: list[bytes], size: int) -> None:
+        try:
+            if self._fd is not None and not self.failed:
+                _write_all(self._fd, buffer)
+        except OSError as exc:
+            self._close_fd()
+            self._fail("write", exc)
+        finally:
+            self._disk.written_bytes += size
+
+    def _finish_handed_over(self, buffer: list[bytes], size: int) -> None:
+        self._buffer, self._buffered = buffer, size
+        self._finish()
+
+
+def _write_all(fd: int | None, buffer: list[bytes]) -> None:
+    if fd is None:
+        return
+    data = memoryview(b"".join(buffer))
+    while data:
+        data = data[os.write(fd, data):]
 
 
 class Recorder:
     """Owns the recordings tree: reserves capture directories, opens sinks, writes pair.json,
-    keeps the disk quota (over it, `paused` until a rescan finds room again)."""
+    keeps the disk quota (over it, `paused` until a rescan finds room again). Between `start`
+    and `stop` its file-system calls run on the disk thread."""
 
     def __init__(self, root: Path, *, max_capture_bytes: int, quota_bytes: int,
                  on_failure: FailureHandler, opener: Opener | None = None) -> None:
+        self.disk = Disk()
         self.root = root
         self.max_capture_bytes = max_capture_bytes
         self.quota_bytes = quota_bytes
@@ -154,17 +359,51 @@ class Recorder:
     def over_quota(self) -> bool:
         return self.quota_bytes > 0 and self.used_bytes >= self.quota_bytes
 
-    def reserve(self, request_id: str, now: float) -> tuple[str, Path] | None:
-        """A fresh capture directory for `request_id`, or None (failure already reported)."""
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.disk.start(loop)
+
+    async def stop(self) -> None:
+        """Finish every queued file operation."""
+        await self.disk.stop()
+
+    def claim(self, request_id: str, now: float) -> tuple[str, Claim]:
+        """The capture directory for a freshly minted (unique) id, created on the disk
+        thread; the relay goes on at once. Should the directory exist after all, the claim
+        fails and nothing is written into someone else's capture."""
+        day = day_dir_for(self.root, now)
+        claim = Claim(day / request_id)
+        self.disk.submit(self._claim, claim, day, request_id)
+        return request_id, claim
+
+    def _claim(self, claim: Claim, day: Path, request_id: str) -> None:
+        try:
+            key, path = reserve_capture_dir(day, request_id)
+        except OSError as exc:
+            claim.ok = False
+            self.disk.report(self.on_failure, "reserve", exc, day)
+            return
+        if key != request_id:
+            claim.ok = False
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            self.disk.report(self.on_failure, "reserve",
+                             FileExistsError(errno.EEXIST, "capture directory exists"),
+                             claim.path)
+
+    async def reserve(self, request_id: str, now: float) -> tuple[str, Claim] | None:
+        """A fresh capture directory for a client's `request_id` (`<id>+N` when that id has a
+        capture already), or None (failure already reported)."""
         day = day_dir_for(self.root, now)
         try:
-            return reserve_capture_dir(day, request_id)
+            key, path = await self.disk.call(reserve_capture_dir, day, request_id)
         except OSError as exc:
             self.on_failure("reserve", exc, day)
             return None
+        return key, Claim(path)
 
-    def sink(self, directory: Path, name: str) -> Sink:
-        return Sink(directory, name, self.max_capture_bytes, self.opener, self.on_failure)
+    def sink(self, claim: Claim, name: str, *, partial: bool = True) -> Sink:
+        return Sink(self.disk, claim, name, self.max_capture_bytes, self.opener,
+                    self.on_failure, partial=partial)
 
     def account(self, nbytes: int) -> None:
         self.used_bytes += nbytes
@@ -177,18 +416,24 @@ class Recorder:
             return False
         return True
 
-    def write_json(self, directory: Path, name: str, data: Any) -> bool:
-        """Write `name` atomically (temporary file, then rename), 0600."""
+    async def write_json(self, directory: Path, name: str, data: Any) -> bool:
+        """Write `name` atomically (temporary file, then rename), 0600, on the disk thread."""
         payload = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+        error = await self.disk.call(self._write_json, directory, name, payload)
+        if error is not None:
+            self.on_failure("pair_json", error, directory / name)
+            return False
+        self.used_bytes += len(payload)
+        return True
+
+    def _write_json(self, directory: Path, name: str, payload: bytes) -> OSError | None:
         temporary = directory / f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
         try:
             with open(temporary, "wb", opener=self.opener) as handle:
                 handle.write(payload)
             os.replace(temporary, directory / name)
         except OSError as exc:
-            self.on_failure("pair_json", exc, directory / name)
             with contextlib.suppress(OSError):
                 temporary.unlink(missing_ok=True)
-            return False
-        self.used_bytes += len(payload)
-        return True
+            return exc
+        return None

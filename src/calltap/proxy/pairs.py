@@ -4,9 +4,11 @@ A `Recording` is one capture directory. It is a `pair` (a compared front leg wai
 upstream attempts), a `single` leg checked on its own (single-leg mode, or an orphan), or an
 `other` request that is recorded but never compared. When its legs have ended it is finalized:
 the compared upstream attempt is renamed `upstream.<ext>` (the others are
-`upstream.attempt-N.<ext>`), a worker measures, masks and compares the files, then pair.json
-is written atomically and the outcome logged. Every failure on the way is `capture.failed`:
-the relay never waits for or depends on any of it.
+`upstream.attempt-N.<ext>`), a worker measures, masks and compares the files and writes
+pair.json atomically (the relay's process only drafts it), then the outcome is logged.
+Every failure on the way is `capture.failed`: the relay never waits for or depends on any of
+it. Finalizing first waits, if need be, for the disk thread to have closed the capture's
+files: only then is it known which were recorded.
 
 While they stream, the first upstream attempt is written as `upstream.<ext>.partial` and a
 retry as `upstream.attempt-N.<ext>.partial`; those are the names a crash leaves behind.
@@ -23,8 +25,8 @@ from typing import Any, Literal
 
 import orjson
 
-from calltap.proxy.analysis import BodySpec, Job, Result, Workers
-from calltap.proxy.capture import Recorder
+from calltap.proxy.analysis import PAIR_JSON, BodySpec, Job, Result, Workers, complete
+from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
 from calltap.proxy.redact import redact_headers
@@ -39,7 +41,7 @@ RECENT_RESULTS = 4096
 @dataclass(eq=False, slots=True)
 class Recording:
     key: str
-    directory: Path
+    claim: Claim
     kind: Kind
     downstream: Leg | None = None
     attempts: list[Leg] = field(default_factory=list)
@@ -48,6 +50,10 @@ class Recording:
     front_done: bool = False
     orphan: bool = False
     closing: bool = False
+
+    @property
+    def directory(self) -> Path:
+        return self.claim.path
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -90,8 +96,8 @@ class Pairs:
 
     # -- legs starting and ending ------------------------------------------------------------
 
-    def open_recording(self, key: str, directory: Path, kind: Kind) -> Recording:
-        recording = Recording(key, directory, kind)
+    def open_recording(self, key: str, claim: Claim, kind: Kind) -> Recording:
+        recording = Recording(key, claim, kind)
         self.open[key] = recording
         return recording
 
@@ -187,32 +193,53 @@ class Pairs:
             self.open.pop(recording.key, None)
 
     async def _finalize_unguarded(self, recording: Recording) -> None:
+        legs = [leg for leg in (recording.downstream, *recording.attempts) if leg is not None]
+        sinks = [sink for leg in legs for sink in (leg.sink, leg.request_sink) if sink is not None]
+        if not all(sink.settled for sink in sinks):
+            await self.recorder.disk.settle()
+        for leg in legs:
+            _forget_failed(leg)
         chosen = self._name_attempts(recording)
         down = recording.downstream
         files = [name for leg in (down, *recording.attempts) if leg is not None
                  for name in (leg.file, leg.request_file) if name is not None]
         mode = self._mode(recording, chosen)
-        job: Job = {
-            "directory": str(recording.directory),
-            "files": files,
-            "mask_patterns": self.mask_patterns,
-            "upstream": _spec(chosen),
-            "downstream": _spec(down),
-            "mode": mode,
-        }
+        document = self._document(recording, chosen, {}, mode, None)
         result: Result | None = None
         if files:
+            job: Job = {
+                "directory": str(recording.directory),
+                "files": files,
+                "mask_patterns": self.mask_patterns,
+                "upstream": _spec(chosen),
+                "downstream": _spec(down),
+                "mode": mode,
+                "document": document,
+            }
             try:
                 result = await self.workers.analyze(job)
             except Exception as exc:
                 self.capture_failed("compare", exc, recording.directory)
+        pair_json = recording.directory / PAIR_JSON
         facts = result["files"] if result is not None else {}
         report = result["report"] if result is not None else None
-        document = self._document(recording, chosen, facts, mode, report)
-        written = self.recorder.write_json(recording.directory, "pair.json", document)
+        complete(document, facts, mode, report)
+        if result is None:
+            written = await self.recorder.write_json(recording.directory, PAIR_JSON, document)
+        else:
+            written = self._written_by_worker(result, pair_json)
         self._log_outcome(recording, chosen, mode, report, facts)
-        self._publish(recording.key, document,
-                      recording.directory / "pair.json" if written else None)
+        self._publish(recording.key, document, pair_json if written else None)
+
+    def _written_by_worker(self, result: Result, pair_json: Path) -> bool:
+        """Account for the pair.json the worker wrote, or report why it could not."""
+        failure = result["pair_json_error"]
+        if failure is not None:
+            self.capture_failed("pair_json", OSError(failure["errno"], failure["strerror"]),
+                                pair_json)
+            return False
+        self.recorder.used_bytes += result["pair_json_bytes"]
+        return True
 
     def _mode(self, recording: Recording, chosen: Leg | None) -> Mode:
         if recording.kind == "other":
@@ -365,6 +392,14 @@ class Pairs:
                 waiters.remove(waiter)
                 if not waiters:
                     del self._waiters[key]
+
+
+def _forget_failed(leg: Leg) -> None:
+    """Drop the file names of the leg's bodies the disk thread could not record."""
+    if leg.sink is not None and leg.sink.failed:
+        leg.file = None
+    if leg.request_sink is not None and leg.request_sink.failed:
+        leg.request_file = None
 
 
 def _spec(leg: Leg | None) -> BodySpec | None:

@@ -1,0 +1,131 @@
+"""The comparison worker's job: identical legs are transcribed once and reported exactly as two
+transcriptions would be; pair.json is completed and written by the worker; workers run at the
+configured lower CPU priority."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.proxy.conftest import chat_request, chat_stream, post_chat
+from tests.proxy.test_failopen import forkserver_workers
+
+from calltap.compare import compare_captures
+from calltap.proxy.analysis import Job, analyze
+from calltap.report import comparison_json
+from calltap.transcript import Capture
+
+CHAT = "/v1/chat/completions"
+
+
+def leg(name: str) -> dict[str, Any]:
+    return {"file": name, "bytes": None, "sha256": None, "status": 200}
+
+
+def job(directory: Path, upstream: bytes, downstream: bytes, *,
+        encoding: str | None = None) -> Job:
+    (directory / "upstream.sse").write_bytes(upstream)
+    (directory / "downstream.sse").write_bytes(downstream)
+    spec = {"path": CHAT, "content_encoding": encoding, "status": 200, "truncated": False}
+    return {
+        "directory": str(directory),
+        "files": ["upstream.sse", "downstream.sse"],
+        "mask_patterns": [],
+        "upstream": {"file": "upstream.sse", **spec},
+        "downstream": {"file": "downstream.sse", **spec},
+        "mode": "compare",
+        "document": {"request_id": "r", "legs": {"downstream": leg("downstream.sse"),
+                                                  "upstream": leg("upstream.sse")},
+                     "comparison": None},
+    }
+
+
+def two_transcriptions(upstream: bytes, downstream: bytes) -> dict[str, Any]:
+    return comparison_json(compare_captures(Capture(upstream, CHAT, None, 200),
+                                            Capture(downstream, CHAT, None, 200)))
+
+
+bodies = st.builds(
+    chat_stream,
+    text=st.text(st.sampled_from("ab é{}\"\\"), min_size=1, max_size=30),
+    tool_calls=st.integers(0, 3),
+) | st.binary(max_size=300) | st.builds(
+    lambda body, cut: body[:cut], st.builds(chat_stream), st.integers(0, 2000))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=bodies)
+def test_identical_legs_report_as_two_transcriptions_would(tmp_path: Path, body: bytes) -> None:
+    directory = tmp_path / hashlib.sha256(body).hexdigest()[:16]
+    directory.mkdir(exist_ok=True)
+    result = analyze(job(directory, body, body))
+    assert result["report"] == two_transcriptions(body, body)
+
+
+def test_different_legs_are_both_transcribed(tmp_path: Path) -> None:
+    upstream = chat_stream("one two", tool_calls=2)
+    downstream = chat_stream("one two", tool_calls=1)
+    result = analyze(job(tmp_path, upstream, downstream))
+    assert result["report"] == two_transcriptions(upstream, downstream)
+    assert result["report"]["verdict"] == "diverged"
+
+
+def test_worker_completes_and_writes_pair_json(tmp_path: Path) -> None:
+    body = chat_stream()
+    result = analyze(job(tmp_path, body, body))
+    written = tmp_path / "pair.json"
+    document = orjson.loads(written.read_bytes())
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert result["pair_json_error"] is None
+    assert result["pair_json_bytes"] == written.stat().st_size
+    assert document["comparison"] == result["report"]
+    for side in ("upstream", "downstream"):
+        assert document["legs"][side]["sha256"] == hashlib.sha256(body).hexdigest()
+        assert document["legs"][side]["bytes"] == len(body)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_unwritable_pair_json_is_reported_not_raised(tmp_path: Path) -> None:
+    body = chat_stream()
+    work = job(tmp_path, body, body)
+    (tmp_path / "pair.json").mkdir()
+    result = analyze(work)
+    assert result["pair_json_error"] is not None
+    assert result["pair_json_error"]["errno"] is not None
+    assert result["report"]["verdict"] == "equal"
+
+
+def niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+async def test_workers_run_at_the_configured_niceness(provider, make_tap, client) -> None:
+    script, provider_url = provider
+    tap = await make_tap(back=("127.0.0.1", 0), provider=provider_url, compare_niceness=7)
+    async with client.post(tap.back_url + CHAT, data=b"{}",
+                           headers={"X-Request-ID": "nice-1"}) as response:
+        assert await response.read() == script.body
+    assert (await tap.wait_compared("nice-1"))["check"]["verdict"] == "clean"
+    workers = forkserver_workers()
+    assert workers
+    expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 7)
+    assert {niceness(pid) for pid in workers} == {expected}
+
+
+async def test_request_body_goes_straight_to_its_final_name(topology, client) -> None:
+    tap = topology["tap"]
+    _, headers, _ = await post_chat(client, tap.front_url)
+    pair = await tap.wait_compared(headers["X-Request-ID"])
+    directory = next(tap.recordings.glob(f"*/{headers['X-Request-ID']}"))
+    names = sorted(p.name for p in directory.iterdir())
+    assert names == sorted([pair["legs"]["downstream"]["request_file"],
+                            pair["legs"]["upstream"]["request_file"],
+                            pair["legs"]["downstream"]["file"],
+                            pair["legs"]["upstream"]["file"], "pair.json"])
+    assert (directory / "downstream.request").read_bytes() == chat_request()
