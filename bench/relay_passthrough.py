@@ -16,36 +16,13 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-    }
-)
-AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
-"""Headers aiohttp's client would add on its own; skipped so only the caller's are sent."""
+from calltap.proxy.relay import AUTO_HEADERS
+from calltap.proxy.relay import forwardable as end_to_end
 
 
 def forwardable(headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
-    """The end-to-end headers: hop-by-hop ones and those named by `Connection` dropped."""
-    pairs = list(headers)
-    named = {
-        token.strip().lower()
-        for name, value in pairs
-        if name.lower() == "connection"
-        for token in value.split(",")
-    }
-    return CIMultiDict(
-        (name, value)
-        for name, value in pairs
-        if name.lower() not in HOP_BY_HOP and name.lower() not in named
-    )
+    """The end-to-end headers, by calltap's own rule (a pure function, no recording)."""
+    return CIMultiDict(end_to_end(headers))
 
 
 class PassThrough:
