@@ -11,7 +11,8 @@ SECRET_NAMES = sorted(SECRET_HEADERS)
 
 
 DOCUMENTED_SECRETS = {
-    "authorization", "proxy-authorization", "cookie", "set-cookie", "api-key", "x-api-key"
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "api-key", "x-api-key",
+    "x-goog-api-key", "x-litellm-api-key",
 }
 
 

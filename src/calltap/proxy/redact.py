@@ -12,9 +12,11 @@ import re
 from collections.abc import Iterable
 
 SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "api-key", "x-api-key"}
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "api-key", "x-api-key",
+     "x-goog-api-key", "x-litellm-api-key"}
 )
-"""Header names (lower case) whose values never reach disk."""
+"""Header names (lower case) whose values never reach disk: DESIGN.md's six, plus the key
+headers of Gemini's API and of LiteLLM's virtual keys, which gateways put on the wire too."""
 
 REDACTED = "[redacted]"
 MASKED = b"[masked]"
