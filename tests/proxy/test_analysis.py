@@ -16,7 +16,7 @@ from tests.proxy.conftest import chat_request, chat_stream, post_chat
 from tests.proxy.test_failopen import forkserver_workers
 
 from calltap.compare import compare_captures
-from calltap.proxy.analysis import Job, analyze
+from calltap.proxy.analysis import Job, _read, analyze
 from calltap.report import comparison_json
 from calltap.transcript import Capture
 
@@ -99,6 +99,36 @@ def test_unwritable_pair_json_is_reported_not_raised(tmp_path: Path) -> None:
     assert result["pair_json_error"] is not None
     assert result["pair_json_error"]["errno"] is not None
     assert result["report"]["verdict"] == "equal"
+
+
+def test_same_length_bodies_are_measured_apart(tmp_path: Path) -> None:
+    upstream = chat_stream("one two", tool_calls=0)
+    downstream = upstream.replace(b"one", b"uno")
+    assert len(upstream) == len(downstream) and upstream != downstream
+    result = analyze(job(tmp_path, upstream, downstream))
+    assert result["files"]["upstream.sse"]["sha256"] == hashlib.sha256(upstream).hexdigest()
+    assert result["files"]["downstream.sse"]["sha256"] == hashlib.sha256(downstream).hexdigest()
+    assert result["report"] == two_transcriptions(upstream, downstream)
+
+
+def test_masked_body_is_rewritten_and_measured_masked(tmp_path: Path) -> None:
+    body = chat_stream("card 4111-1111 ok")
+    work = job(tmp_path, body, body)
+    work["mask_patterns"] = [r"\d{4}-\d{4}"]
+    result = analyze(work)
+    recorded = (tmp_path / "upstream.sse").read_bytes()
+    assert b"4111-1111" not in recorded and b"[masked]" in recorded
+    assert (tmp_path / "upstream.sse").stat().st_mode & 0o777 == 0o600
+    assert result["files"]["upstream.sse"] == {"bytes": len(recorded),
+                                                "sha256": hashlib.sha256(recorded).hexdigest()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["downstream.sse", "pair.json",
+                                                          "upstream.sse"]
+
+
+def test_a_file_is_read_to_its_end_past_its_reported_size() -> None:
+    whole = Path("/proc/self/cmdline").read_bytes()
+    assert Path("/proc/self/cmdline").stat().st_size == 0 < len(whole)
+    assert _read("/proc/self/cmdline") == whole
 
 
 def niceness(pid: int) -> int:

@@ -6,8 +6,8 @@ Everything crosses the process boundary as plain data: file names in, JSON-ready
 
 Workers run at a lower CPU priority (`os.nice`): under a burst the relay gets the cores and
 the comparisons catch up afterwards. A faithful gateway hands the client the provider's exact
-bytes, so when both legs' captures are identical the body is transcribed once and that
-transcript compared with itself: same bytes, same transcript, same report, half the work.
+bytes, so when both legs' captures are identical the body is hashed and transcribed once and
+that transcript compared with itself: same bytes, same transcript, same report, half the work.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 import signal
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import orjson
@@ -31,6 +30,7 @@ from calltap.report import check_json, comparison_json
 from calltap.transcript import Capture
 
 PAIR_JSON = "pair.json"
+READ_PIECE = 1 << 20
 
 
 class BodySpec(TypedDict):
@@ -76,19 +76,25 @@ class Result(TypedDict):
 def analyze(job: Job) -> Result:
     """Measure (and mask) every file of a finished capture, compare or check its bodies, then
     complete and write its pair.json."""
-    directory = Path(job["directory"])
+    directory = job["directory"]
     masker = BodyMasker(job["mask_patterns"])
     bodies: dict[str, bytes] = {}
     files: dict[str, FileFacts] = {}
     for name in job["files"]:
-        body = (directory / name).read_bytes()
+        path = os.path.join(directory, name)
+        body = _read(path)
         if masker:
             masked = masker.mask(body)
             if masked != body:
-                _rewrite(directory / name, masked)
+                _rewrite(path, masked)
                 body = masked
+        twin = _twin(body, bodies)
+        if twin is None:
+            files[name] = {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+        else:
+            body = bodies[twin]
+            files[name] = files[twin].copy()
         bodies[name] = body
-        files[name] = {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
     upstream, downstream = job["upstream"], job["downstream"]
     report: dict[str, Any] | None = None
     if job["mode"] == "compare" and upstream is not None and downstream is not None:
@@ -105,7 +111,7 @@ def analyze(job: Job) -> Result:
     document = complete(job["document"], files, job["mode"], report)
     payload = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
     try:
-        _write_atomically(directory / PAIR_JSON, payload)
+        _write_atomically(os.path.join(directory, PAIR_JSON), payload)
     except OSError as exc:
         return {"files": files, "report": report, "pair_json_bytes": 0,
                 "pair_json_error": {"errno": exc.errno, "strerror": exc.strerror}}
@@ -128,32 +134,68 @@ def complete(document: dict[str, Any], files: dict[str, FileFacts], mode: str,
     return document
 
 
+def _twin(body: bytes, bodies: dict[str, bytes]) -> str | None:
+    """An earlier file holding the same bytes: a faithful gateway's two response bodies are
+    hashed once and share one bytes object, which makes comparing their captures instant."""
+    for name, other in bodies.items():
+        if other == body:
+            return name
+    return None
+
+
 def _capture(spec: BodySpec, bodies: dict[str, bytes]) -> Capture:
     return Capture(body=bodies[spec["file"]], path=spec["path"],
                    content_encoding=spec["content_encoding"], status=spec["status"],
                    truncated=spec["truncated"])
 
 
-def _rewrite(path: Path, body: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.masking")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(body)
+def _read(path: str) -> bytes:
+    """The whole file, in one read of its size plus one (the extra byte shows it grew)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        chunks = [os.read(fd, size + 1)]
+        if len(chunks[0]) > size:
+            while chunk := os.read(fd, READ_PIECE):
+                chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _rewrite(path: str, body: bytes) -> None:
+    temporary = _sibling(path, ".masking")
+    _write_new(temporary, body, os.O_TRUNC)
     os.replace(temporary, path)
 
 
-def _write_atomically(path: Path, payload: bytes) -> None:
+def _write_atomically(path: str, payload: bytes) -> None:
     """Write `path` (0600) through a temporary file renamed over it."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    temporary = _sibling(path, f".{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+        _write_new(temporary, payload, os.O_EXCL)
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
+            os.unlink(temporary)
         raise
+
+
+def _sibling(path: str, suffix: str) -> str:
+    """A hidden name next to `path` for the file that will be renamed over it."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}{suffix}")
+
+
+def _write_new(path: str, data: bytes, flag: int) -> None:
+    """Create `path` (0600) with `data`, straight through os.write: no buffered file object."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 class WorkerFailed(RuntimeError):
