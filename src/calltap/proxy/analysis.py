@@ -25,6 +25,7 @@ from typing import Any, Literal, TypedDict
 import orjson
 
 from calltap.compare import check_capture, compare, compare_captures
+from calltap.proxy.capture import write_fully
 from calltap.proxy.redact import BodyMasker
 from calltap.report import check_json, comparison_json
 from calltap.transcript import Capture
@@ -191,9 +192,7 @@ def _write_new(path: str, data: bytes, flag: int) -> None:
     """Create `path` (0600) with `data`, straight through os.write: no buffered file object."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_fully(fd, data)
     finally:
         os.close(fd)
 

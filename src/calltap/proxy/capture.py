@@ -311,11 +311,15 @@ class Sink:
 
 
 def _write_all(fd: int | None, buffer: list[bytes]) -> None:
-    if fd is None:
-        return
-    data = memoryview(b"".join(buffer))
-    while data:
-        data = data[os.write(fd, data):]
+    if fd is not None:
+        write_fully(fd, b"".join(buffer))
+
+
+def write_fully(fd: int, data: bytes) -> None:
+    """Write all of `data`: os.write may take less than it is given."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class Recorder:
