@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench reliability clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ demo: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+reliability: $(STAMP)
+	$(BIN)/python -m pytest -q tests/reliability
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
