@@ -104,3 +104,5 @@ class Capture:
     """The HTTP status; an error object in a 2xx (or unknown-status) body is ERROR_IN_STREAM."""
     truncated: bool = False
     """True when the recorder stopped at its size limit (CAPTURE_TRUNCATED)."""
+    dialect: str | None = None
+    """A dialect NAME (`anthropic.messages`) to read the body as, instead of detecting it."""

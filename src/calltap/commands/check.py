@@ -9,10 +9,17 @@ key, a payload that is not JSON) make the verdict inconclusive.
 The body is read as recorded. When a pair.json sits next to a file named upstream.* or
 downstream.*, its request path, status, Content-Encoding and how the leg ended are used too.
 
-exit codes: 0 clean, 1 defective, 2 usage error (missing, empty or unreadable file), 3 inconclusive
+The dialect (openai.chat, anthropic.messages, openai.responses) is detected from the content, and
+from the request path when the content names none. --dialect reads the body as the dialect you
+name instead: for a bare file whose content says nothing (an empty stream, a stream of errors), or
+to see what a client of that dialect would make of the bytes.
+
+exit codes: 0 clean, 1 defective, 2 usage error (missing, empty or unreadable file, unknown
+dialect), 3 inconclusive
 
 examples:
   calltap check recordings/2026-11-30/req-1/downstream.sse
+  calltap check upstream.sse --dialect anthropic.messages
   calltap check downstream.sse --json | jq '.findings[].code'
   calltap check downstream.sse --json --redact > report-to-share.json
 """
@@ -20,6 +27,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -28,6 +36,7 @@ from typing import Any
 from rich.console import Console
 
 from calltap.compare import check_capture
+from calltap.dialects import NAMES
 from calltap.report import check_json, render_check
 from calltap.transcript import Capture
 
@@ -46,7 +55,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "capture", metavar="CAPTURE", help="a recorded response body (.sse or .json)"
     )
+    add_dialect_flag(parser, "--dialect", "the capture")
     add_output_flags(parser)
+
+
+def add_dialect_flag(parser: argparse.ArgumentParser, flag: str, what: str) -> None:
+    """A flag that forces the dialect a capture is read as; its choices are the dialects' NAMEs."""
+    parser.add_argument(
+        flag,
+        choices=NAMES,
+        metavar="DIALECT",
+        help=f"read {what} as this dialect instead of detecting it ({', '.join(NAMES)})",
+    )
+
+
+def forced(capture: Capture, dialect: str | None) -> Capture:
+    """The capture, read as `dialect` when one was given."""
+    return capture if dialect is None else dataclasses.replace(capture, dialect=dialect)
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +87,7 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        capture = read_capture(Path(args.capture))
+        capture = forced(read_capture(Path(args.capture)), args.dialect)
     except UnreadableCapture as error:
         return usage_error("check", error)
     result = check_capture(capture)

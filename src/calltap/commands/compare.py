@@ -9,11 +9,20 @@ is reported on that side but is not the gateway's divergence.
 When a pair.json sits next to files named upstream.* and downstream.* (a calltap recording), the
 request path, status, Content-Encoding and how each leg ended are taken from it.
 
-exit codes: 0 equal, 1 diverged, 2 usage error (missing, empty or unreadable file), 3 inconclusive
-(a warning on either side: a cut capture, an unsafe integer, a payload that is not JSON, ...)
+The two sides need not speak the same dialect: behind a translating gateway the provider may
+stream Anthropic Messages or OpenAI Responses while the client reads OpenAI Chat Completions, and
+the comparison is by meaning all the same. Each side's dialect (openai.chat, anthropic.messages,
+openai.responses) is detected from its content, then from its request path; --upstream-dialect and
+--downstream-dialect read a side as the dialect you name instead, for bare files whose content
+says nothing (an empty stream, a stream of errors). The JSON report names each side's dialect.
+
+exit codes: 0 equal, 1 diverged, 2 usage error (missing, empty or unreadable file, unknown
+dialect), 3 inconclusive (a warning on either side: a cut capture, an unsafe integer, a payload
+that is not JSON, ...)
 
 examples:
   cd recordings/2026-11-30/req-1 && calltap compare upstream.sse downstream.sse
+  calltap compare upstream.sse downstream.sse --upstream-dialect anthropic.messages
   calltap compare upstream.sse downstream.sse --json | jq -r '.findings[].code'
   calltap compare upstream.sse downstream.sse --json --redact > report-to-share.json
 """
@@ -28,7 +37,9 @@ from rich.console import Console
 from calltap.commands.check import (
     EXIT_CODES,
     UnreadableCapture,
+    add_dialect_flag,
     add_output_flags,
+    forced,
     print_json,
     read_capture,
     usage_error,
@@ -40,13 +51,15 @@ from calltap.report import comparison_json, render_comparison
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("upstream", metavar="UPSTREAM", help="the body the provider sent")
     parser.add_argument("downstream", metavar="DOWNSTREAM", help="the body the client received")
+    add_dialect_flag(parser, "--upstream-dialect", "UPSTREAM")
+    add_dialect_flag(parser, "--downstream-dialect", "DOWNSTREAM")
     add_output_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        upstream = read_capture(Path(args.upstream))
-        downstream = read_capture(Path(args.downstream))
+        upstream = forced(read_capture(Path(args.upstream)), args.upstream_dialect)
+        downstream = forced(read_capture(Path(args.downstream)), args.downstream_dialect)
     except UnreadableCapture as error:
         return usage_error("compare", error)
     result = compare_captures(upstream, downstream)

@@ -13,7 +13,9 @@ verdict becomes inconclusive rather than wrong.
 `Transcript.bytes` is the length of the body as recorded (still encoded); byte offsets in positions
 count in the decoded body, where the events are.
 
-When content and path disagree, the content wins: it is what the client had to parse.
+When content and path disagree, the content wins: it is what the client had to parse. A capture
+whose `dialect` is set (`calltap compare --upstream-dialect`, `calltap check --dialect`) skips
+detection: the body is read as that dialect, whatever it looks like.
 
 A dialect is a module with the five names below, so a new one is a new module added to DIALECTS.
 Its reducers end with `common.finish(transcript)`, the side rules every dialect shares; both come
@@ -43,6 +45,8 @@ from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.transcript import Capture, Finding, Position, Transcript
 
 DIALECTS: tuple[ModuleType, ...] = (openai_chat, anthropic, openai_responses)
+NAMES: tuple[str, ...] = tuple(dialect.NAME for dialect in DIALECTS)
+"""Every dialect's NAME, the values a capture's `dialect` may force."""
 UNKNOWN = "unknown"
 JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
 """A JSON body: an optional BOM, optional whitespace, then an object."""
@@ -112,7 +116,7 @@ def _transcribe_json(body: bytes, capture: Capture) -> Transcript:
         payload, issues = load_envelope(text)
     except (UnicodeDecodeError, JsonInvalid) as error:
         return _unknown(f"body is not JSON: {error}", streaming=False)
-    dialect = _detect((payload,), capture.path)
+    dialect = _forced(capture) or _detect((payload,), capture.path)
     if dialect is None:
         return _unknown("body is not a known dialect's JSON", streaming=False)
     transcript = dialect.reduce_json(payload, status=capture.status)
@@ -124,7 +128,7 @@ def _transcribe_stream(body: bytes, capture: Capture) -> Transcript:
     parser = sse.SSEParser()
     events = _feed(parser, body)
     sample = list(islice(events, SNIFF_EVENTS))
-    dialect = _detect(_sample_payloads(sample), capture.path)
+    dialect = _forced(capture) or _detect(_sample_payloads(sample), capture.path)
     if dialect is None:
         transcript = _unknown(
             "body is neither JSON nor a stream of a known dialect", streaming=True
@@ -159,6 +163,18 @@ def _sample_payloads(events: Sequence[sse.Event]) -> list[Any]:
         except JsonInvalid:
             continue
     return payloads
+
+
+def dialect_named(name: str) -> ModuleType:
+    """The dialect module whose NAME this is; ValueError for any other name."""
+    for dialect in DIALECTS:
+        if name == dialect.NAME:
+            return dialect
+    raise ValueError(f"unknown dialect {name!r} (known: {', '.join(NAMES)})")
+
+
+def _forced(capture: Capture) -> ModuleType | None:
+    return dialect_named(capture.dialect) if capture.dialect is not None else None
 
 
 def _detect(payloads: Sequence[Any], path: str | None) -> ModuleType | None:

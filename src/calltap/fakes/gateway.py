@@ -16,6 +16,15 @@ attempt after its response headers and relays a second one. An unknown defect na
 An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
 that breaks mid-body gets the client's connection aborted, with no ending made up.
 
+A client asks for a translating gateway with `X-Fake-Gateway-Translate: anthropic|responses`
+(consumed, never forwarded): a `POST /v1/chat/completions` is translated into an Anthropic Messages
+(or OpenAI Responses) request and sent to the upstream's `/v1/messages` (`/v1/responses`), and the
+answer, stream or JSON, is translated back into Chat Completions the way LiteLLM does it (see
+`calltap.fakes.translate`). A translation combines with any defect: stream defects apply to the
+translated chunks, `strip-headers` forwards no client header (the provider's own
+`anthropic-version` is still sent), and `lose-second-tool-use` is a translator that loses the
+second tool call. An error answer from the upstream is relayed untranslated.
+
 Like LiteLLM, the gateway returns the provider's `x-request-id` as `llm_provider-x-request-id`.
 """
 
@@ -29,12 +38,14 @@ import orjson
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from calltap.fakes.defects import DEFECTS, Payload, Relay, defect_named
-from calltap.fakes.provider import MODELS_PATH, error_body
+from calltap.fakes.defects import DEFECTS, Defect, Payload, Relay, defect_named
+from calltap.fakes.provider import CHAT_PATH, MODELS_PATH, error_body
 from calltap.fakes.server import LoopbackServer
+from calltap.fakes.translate import LOSE_SECOND_TOOL_USE, TARGETS, TRANSLATION_DEFECTS, Target
 from calltap.sse import Event, SSEParser
 
 DEFECT_HEADER = "X-Fake-Gateway-Defect"
+TRANSLATE_HEADER = "X-Fake-Gateway-Translate"
 FORWARDED_HEADERS = ("Content-Type", "Accept", "Authorization", "X-Request-ID", "traceparent")
 """The client headers the gateway forwards upstream by default."""
 NOT_RELAYED = frozenset(
@@ -89,6 +100,48 @@ def relayed_headers(upstream: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     return headers
 
 
+class Chained(Relay):
+    """Two transforms one after the other: a translation, then a stream defect."""
+
+    def __init__(self, first: Relay, then: Relay) -> None:
+        self.first = first
+        self.then = then
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        return [out for middle in self.first.feed(payload) for out in self.then.feed(middle)]
+
+    def end(self) -> list[Payload]:
+        tail = [out for middle in self.first.end() for out in self.then.feed(middle)]
+        return tail + self.then.end()
+
+
+def requested_target(request: web.Request) -> Target | None:
+    """The translation a request asks for; None when it asks for none or is not a chat
+    completion. ValueError for an unknown name."""
+    name = request.headers.get(TRANSLATE_HEADER)
+    if not name:
+        return None
+    if name not in TARGETS:
+        raise ValueError(f"unknown {TRANSLATE_HEADER}: {name!r} (known: {', '.join(TARGETS)})")
+    is_chat = request.method == "POST" and request.path == CHAT_PATH
+    return TARGETS[name] if is_chat else None
+
+
+def requested_defect(request: web.Request, translating: bool) -> Defect:
+    """The defect a request asks for; ValueError for an unknown one, or for a translation
+    defect without a translation."""
+    name = request.headers.get(DEFECT_HEADER)
+    if name in TRANSLATION_DEFECTS:
+        if not translating:
+            raise ValueError(f"{DEFECT_HEADER}: {name!r} needs {TRANSLATE_HEADER}")
+        return TRANSLATION_DEFECTS[name]
+    try:
+        return defect_named(name)
+    except KeyError:
+        known = ", ".join([*DEFECTS, *TRANSLATION_DEFECTS])
+        raise ValueError(f"unknown {DEFECT_HEADER}: {name!r} (known: {known})") from None
+
+
 class FakeGateway(LoopbackServer):
     """The fake gateway as a real aiohttp server on loopback; `upstream` may be set later."""
 
@@ -138,33 +191,56 @@ class FakeGateway(LoopbackServer):
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         self.requests_received += 1
         try:
-            defect = defect_named(request.headers.get(DEFECT_HEADER))
-        except KeyError:
-            message = f"unknown {DEFECT_HEADER}: {request.headers[DEFECT_HEADER]!r}"
-            return error_response(400, f"{message} (known: {', '.join(DEFECTS)})")
+            target = requested_target(request)
+            defect = requested_defect(request, target is not None)
+        except ValueError as error:
+            return error_response(400, str(error))
         self.defects_injected.append(defect.name)
         if not self.upstream:
             return error_response(502, "the gateway has no upstream yet", "upstream_error")
         body = await request.read()
         names = ("Content-Type",) if defect.strips_headers else FORWARDED_HEADERS
         headers = {name: request.headers[name] for name in names if name in request.headers}
+        path = request.path_qs
+        if target is not None:
+            try:
+                chat = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                chat = None
+            if not isinstance(chat, dict):
+                return error_response(400, "the body is not a JSON object")
+            body, path = orjson.dumps(target.request(chat)), target.path
+            headers.pop("Authorization", None)
+            headers.update(target.headers(request.headers, not defect.strips_headers))
+            headers["Content-Type"] = "application/json"
         session = self._require_session()
-        target = self._target(request.path_qs)
+        target_url = self._target(path)
         try:
             if defect.retries:
-                first = await session.request(request.method, target, headers=headers, data=body)
+                first = await session.request(
+                    request.method, target_url, headers=headers, data=body
+                )
                 first.close()
-            upstream = await session.request(request.method, target, headers=headers, data=body)
+            upstream = await session.request(request.method, target_url, headers=headers, data=body)
         except aiohttp.ClientError as exc:
             return error_response(502, f"upstream unreachable: {exc}", "upstream_error")
         async with upstream:
+            translated = target is not None and upstream.status < 300
+            is_stream = upstream.content_type == "text/event-stream"
+            if translated and not is_stream:
+                return await self._translate_whole(upstream, target, defect)
             response = web.StreamResponse(
                 status=upstream.status, headers=relayed_headers(upstream.headers)
             )
             await response.prepare(request)
+            transform = defect.transform() if defect.transform is not None else None
+            if translated:
+                lossy = defect is LOSE_SECOND_TOOL_USE
+                translation = target.stream(lose_second_call=lossy)
+                transform = translation if transform is None else Chained(translation, transform)
             try:
-                if defect.transform is not None and upstream.content_type == "text/event-stream":
-                    await self._transform(upstream.content, response, defect.transform())
+                if transform is not None and is_stream:
+                    await self._transform(upstream.content, response, transform, translated)
                 else:
                     async for chunk in upstream.content.iter_any():
                         await response.write(chunk)
@@ -176,16 +252,39 @@ class FakeGateway(LoopbackServer):
             return response
 
     @staticmethod
+    async def _translate_whole(
+        upstream: aiohttp.ClientResponse, target: Target, defect: Defect
+    ) -> web.Response:
+        """A whole JSON answer, translated into a `chat.completion` body."""
+        try:
+            value = orjson.loads(await upstream.read())
+        except orjson.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            return error_response(502, "the upstream answer is not a JSON object", "upstream_error")
+        translated = target.whole(value, lose_second_call=defect is LOSE_SECOND_TOOL_USE)
+        return web.Response(
+            status=upstream.status,
+            headers=relayed_headers(upstream.headers),
+            body=orjson.dumps(translated),
+        )
+
+    @staticmethod
     async def _transform(
-        content: aiohttp.StreamReader, response: web.StreamResponse, transform: Relay
+        content: aiohttp.StreamReader,
+        response: web.StreamResponse,
+        transform: Relay,
+        translated: bool,
     ) -> None:
-        """Relay a stream through a defect's transform, event by event."""
+        """Relay a stream through a transform, event by event; a translated stream is plain
+        `data:` events, without the provider's `event:` lines."""
         parser = SSEParser()
         async for chunk in content.iter_any():
             out = bytearray()
             for event in parser.feed(chunk):
+                kind = "message" if translated else event.type
                 for payload in transform.feed(decode(event)):
-                    out += serialize(event.type, payload)
+                    out += serialize(kind, payload)
             if out:
                 await response.write(bytes(out))
         tail = b"".join(serialize("message", payload) for payload in transform.end())

@@ -1,0 +1,182 @@
+"""What the fake model says to a request, before any dialect frames it as a stream or a body.
+
+The answer depends on the request body and the options alone, so the same request always gets the
+same bytes:
+- `tools` offered (and `tool_choice` not "none"): one parallel call per tool, arguments built from
+  each tool's parameter schema (`city` -> "Taipei", `zone` -> "UTC", ...) and split into fragments
+  the way a tokenizer would cut them; finish_reason `tool_calls`.
+- otherwise a plain text answer in `text_events` pieces; finish_reason `stop`, cut short by a
+  `stop` sequence (the sequence itself is never sent), or `length` when `max_tokens` is smaller.
+
+The request is read in Chat Completions terms (`tools[].function`, `stop`, `max_tokens`); the other
+dialects of the fake provider first map their request onto those terms, so the same question asked
+in any dialect gets the same tool calls with the same arguments. Ids derive from the body's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+CREATED = 1764460800
+"""A fixed `created` (2025-11-30T00:00:00Z): the same request always gets the same bytes."""
+DEFAULT_MODEL = "gpt-4o-mini"
+WORDS = (
+    "calltap", "records", "both", "legs", "of", "every", "request", "and", "compares", "them",
+    "by", "meaning:", "tool", "calls,", "arguments,", "finish", "reasons,", "text", "and", "usage.",
+)  # fmt: skip
+SAMPLE_STRINGS = {
+    "city": "Taipei",
+    "location": "Taipei, Taiwan",
+    "zone": "UTC",
+    "timezone": "UTC",
+    "unit": "celsius",
+    "query": "parallel tool calls",
+    "language": "en",
+}
+SAMPLE_BY_TYPE: dict[str, Any] = {
+    "integer": 3,
+    "number": 21.5,
+    "boolean": True,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+_TOKEN = re.compile(r"\w+|\W+")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the fake model says to one request, before it is framed as a stream or a body."""
+
+    id: str
+    model: str
+    deltas: list[dict[str, Any]]
+    """Streamed deltas in order; the first carries the role."""
+    content: str | None
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str
+    usage: dict[str, Any]
+
+
+def sample_arguments(parameters: Any) -> dict[str, Any]:
+    """Plausible arguments for a JSON-schema `parameters` object: one value per property."""
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    arguments: dict[str, Any] = {}
+    for name, schema in properties.items():
+        schema = schema if isinstance(schema, dict) else {}
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            arguments[name] = enum[0]
+        elif schema.get("type", "string") == "string":
+            arguments[name] = SAMPLE_STRINGS.get(name, f"{name}-1")
+        else:
+            arguments[name] = SAMPLE_BY_TYPE.get(schema.get("type"))
+    return arguments
+
+
+def fragments(text: str) -> list[str]:
+    """Cut argument text where a tokenizer would: words and runs of punctuation apart."""
+    return _TOKEN.findall(text) or [text]
+
+
+def offered_functions(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `function` objects of the request's tools, unless `tool_choice` is "none"."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or request.get("tool_choice") == "none":
+        return []
+    return [
+        tool["function"]
+        for tool in tools
+        if isinstance(tool, dict)
+        and isinstance(tool.get("function"), dict)
+        and isinstance(tool["function"].get("name"), str)
+    ]
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def _tool_answer(digest: str, functions: list[dict[str, Any]]) -> tuple[list, list, int]:
+    """Interleaved deltas of one parallel call per function, the whole calls, the token count."""
+    calls: list[dict[str, Any]] = []
+    pieces: list[list[str]] = []
+    for index, function in enumerate(functions):
+        arguments = orjson.dumps(sample_arguments(function.get("parameters"))).decode()
+        call_id = "call_" + hashlib.sha256(f"{digest}:{index}".encode()).hexdigest()[:24]
+        calls.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": function["name"], "arguments": arguments},
+            }
+        )
+        pieces.append(fragments(arguments))
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(calls):
+        header = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        deltas.append({"tool_calls": [header]})
+    for round_ in range(max(len(parts) for parts in pieces)):
+        for index, parts in enumerate(pieces):
+            if round_ < len(parts):
+                fragment = {"index": index, "function": {"arguments": parts[round_]}}
+                deltas.append({"tool_calls": [fragment]})
+    deltas[0] = {"role": "assistant", "content": None, **deltas[0], "refusal": None}
+    return deltas, calls, sum(len(parts) for parts in pieces)
+
+
+def _text_answer(digest: str, request: dict[str, Any], text_events: int) -> tuple[list, str, str]:
+    """Text deltas, the whole text and the finish reason, honouring `stop` and `max_tokens`."""
+    count, finish_reason = text_events, "stop"
+    limit = request.get("max_completion_tokens", request.get("max_tokens"))
+    if request.get("stop"):
+        count = max(1, text_events // 2)
+    elif isinstance(limit, int) and 0 < limit < text_events:
+        count, finish_reason = limit, "length"
+    start = int(digest[:8], 16) % len(WORDS)
+    tokens = [WORDS[(start + n) % len(WORDS)] for n in range(count)]
+    tokens = [tokens[0], *(" " + token for token in tokens[1:])]
+    deltas = [{"role": "assistant", "content": "", "refusal": None}]
+    deltas += [{"content": token} for token in tokens]
+    return deltas, "".join(tokens), finish_reason
+
+
+def answer(body: bytes, request: dict[str, Any], *, text_events: int) -> Answer:
+    """The deterministic answer to one request body (already decoded as `request`)."""
+    digest = hashlib.sha256(body).hexdigest()
+    model = request.get("model") if isinstance(request.get("model"), str) else DEFAULT_MODEL
+    prompt_tokens = max(1, len(body) // 4)
+    functions = offered_functions(request)
+    if functions:
+        deltas, calls, completion_tokens = _tool_answer(digest, functions)
+        content, finish_reason = None, "tool_calls"
+    else:
+        deltas, content, finish_reason = _text_answer(digest, request, text_events)
+        calls, completion_tokens = [], len(deltas) - 1
+    return Answer(
+        id="chatcmpl-" + digest[:24],
+        model=model,
+        deltas=deltas,
+        content=content,
+        tool_calls=calls,
+        finish_reason=finish_reason,
+        usage=_usage(prompt_tokens, completion_tokens),
+    )

@@ -1,0 +1,512 @@
+"""What a translating gateway does: Chat Completions in front, Messages or Responses behind.
+
+A client speaks OpenAI Chat Completions; the gateway calls a provider that speaks Anthropic
+Messages (`anthropic`) or OpenAI Responses (`responses`) and hands the client Chat Completions
+back, the way LiteLLM's Anthropic route does it (FIELD-NOTES.md):
+
+- the request: system messages become the top-level `system` (Messages) or stay `system` input
+  items (Responses); `tools[].function` becomes `{name, description, input_schema}` (Messages) or
+  `{type: "function", name, description, parameters}` (Responses); content becomes blocks;
+  `max_tokens` is added when the client set none (Messages requires it); an assistant's tool calls
+  become `tool_use` blocks or `function_call` items, tool messages `tool_result` blocks (merged
+  into one user message) or `function_call_output` items; `stop` becomes `stop_sequences`;
+- the answer: new `chatcmpl-<uuid>` chunk ids; tool indexes renumbered from 0 in the order the
+  calls start (an Anthropic tool block at index 1 after a text block is tool index 0); the first
+  fragment of a call carries its id and name, later ones `"type": "function"` again; stop reasons
+  mapped (tool_use → tool_calls, end_turn and stop_sequence → stop, max_tokens → length, an
+  incomplete response → length); usage (input plus cache tokens, output tokens) in a final chunk
+  whose `choices` is `[{"index": 0, "delta": {}}]`; `data: [DONE]` after the provider's terminal
+  event, and not without it. An `error` event becomes an `{"error": …}` payload.
+
+The stream translators follow `calltap.fakes.defects.Relay`: `feed(payload)` takes one decoded
+provider event and returns the Chat Completions payloads it becomes, `end()` what is due when the
+provider's stream ended; so any stream defect can be chained after a translation.
+
+One defect belongs to translation itself: LOSE_SECOND_TOOL_USE, a translator that never
+translates the second tool call of the provider's answer (stream or JSON), as in ocp #478.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from calltap.codes import Code
+from calltap.fakes.defects import DONE, Defect, Payload, Relay
+from calltap.fakes.model import CREATED
+
+DEFAULT_MAX_TOKENS = 4096
+"""The `max_tokens` a Messages request gets when the client set none."""
+ANTHROPIC_VERSION = "2023-06-01"
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
+PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+
+LOSE_SECOND_TOOL_USE = Defect(
+    "lose-second-tool-use",
+    "translates only the first of the provider's parallel tool calls",
+    "ocp #478",
+    "diverged",
+    frozenset({Code.TOOL_CALLS_DROPPED, Code.TOOL_CALL_SET_CHANGED}),
+)
+TRANSLATION_DEFECTS = {LOSE_SECOND_TOOL_USE.name: LOSE_SECOND_TOOL_USE}
+"""Defects only a translating gateway can have, by name."""
+
+
+# The request: Chat Completions to Messages or Responses
+
+
+def _texts(content: Any) -> list[str]:
+    """The text of a message's content: a string, or its text parts."""
+    if isinstance(content, str):
+        return [content] if content else []
+    if not isinstance(content, list):
+        return []
+    return [
+        part["text"]
+        for part in content
+        if isinstance(part, dict)
+        and part.get("type") in TEXT_PARTS
+        and isinstance(part.get("text"), str)
+    ]
+
+
+def _functions(chat: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        tool["function"]
+        for tool in chat.get("tools") or ()
+        if isinstance(tool, dict)
+        and isinstance(tool.get("function"), dict)
+        and isinstance(tool["function"].get("name"), str)
+    ]
+
+
+def _tool_calls(message: dict[str, Any]) -> list[tuple[Any, Any, str]]:
+    """An assistant message's tool calls as (id, name, arguments text)."""
+    calls = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            arguments = function.get("arguments")
+            text = arguments if isinstance(arguments, str) and arguments else "{}"
+            calls.append((call.get("id"), function.get("name"), text))
+    return calls
+
+
+def _decoded(arguments: str) -> Any:
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {}
+
+
+def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Add blocks as a message, merged into the last one when it has the same role (Messages
+    requires user and assistant turns to alternate)."""
+    if not blocks:
+        return
+    if messages and messages[-1]["role"] == role:
+        messages[-1]["content"].extend(blocks)
+    else:
+        messages.append({"role": role, "content": blocks})
+
+
+def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions request as an Anthropic Messages request."""
+    system: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    for message in chat.get("messages") or ():
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        blocks = [{"type": "text", "text": text} for text in _texts(message.get("content"))]
+        if role in ("system", "developer"):
+            system += blocks
+        elif role == "tool":
+            result = {
+                "type": "tool_result",
+                "tool_use_id": message.get("tool_call_id"),
+                "content": "".join(_texts(message.get("content"))),
+            }
+            _append(messages, "user", [result])
+        elif role == "assistant":
+            blocks += [
+                {"type": "tool_use", "id": id_, "name": name, "input": _decoded(arguments)}
+                for id_, name, arguments in _tool_calls(message)
+            ]
+            _append(messages, "assistant", blocks)
+        else:
+            _append(messages, "user", blocks)
+    limit = chat.get("max_completion_tokens") or chat.get("max_tokens") or DEFAULT_MAX_TOKENS
+    request: dict[str, Any] = {"model": chat.get("model"), "messages": messages}
+    request["max_tokens"] = limit
+    if system:
+        request["system"] = system
+    tools = [
+        {
+            "name": function["name"],
+            "description": function.get("description", ""),
+            "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for function in _functions(chat)
+    ]
+    if tools:
+        request["tools"] = tools
+    choice = _messages_tool_choice(chat.get("tool_choice"))
+    if choice is not None:
+        request["tool_choice"] = choice
+    stop = chat.get("stop")
+    if stop:
+        request["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    if chat.get("stream") is True:
+        request["stream"] = True
+    return request
+
+
+def _messages_tool_choice(choice: Any) -> dict[str, Any] | None:
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        return {"type": "tool", "name": choice["function"].get("name")}
+    return None
+
+
+def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions request as an OpenAI Responses request."""
+    items: list[dict[str, Any]] = []
+    for message in chat.get("messages") or ():
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        texts = _texts(message.get("content"))
+        if role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": "".join(texts),
+                }
+            )
+        elif role == "assistant":
+            if texts:
+                content = [{"type": "output_text", "text": text} for text in texts]
+                items.append({"type": "message", "role": "assistant", "content": content})
+            items += [
+                {"type": "function_call", "call_id": id_, "name": name, "arguments": arguments}
+                for id_, name, arguments in _tool_calls(message)
+            ]
+        elif isinstance(role, str):
+            content = [{"type": "input_text", "text": text} for text in texts]
+            items.append({"type": "message", "role": role, "content": content})
+    request: dict[str, Any] = {"model": chat.get("model"), "input": items}
+    tools = [
+        {
+            "type": "function",
+            "name": function["name"],
+            "description": function.get("description", ""),
+            "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for function in _functions(chat)
+    ]
+    if tools:
+        request["tools"] = tools
+    choice = chat.get("tool_choice")
+    if choice in ("auto", "none", "required"):
+        request["tool_choice"] = choice
+    elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        request["tool_choice"] = {"type": "function", "name": choice["function"].get("name")}
+    limit = chat.get("max_completion_tokens") or chat.get("max_tokens")
+    if limit:
+        request["max_output_tokens"] = limit
+    if chat.get("stream") is True:
+        request["stream"] = True
+    return request
+
+
+# The answer: Messages or Responses back to Chat Completions
+
+
+def chunk_id(upstream_id: Any) -> str:
+    """A new chunk id, LiteLLM style; derived from the provider's id so it is reproducible."""
+    return f"chatcmpl-{uuid.uuid5(uuid.NAMESPACE_URL, str(upstream_id))}"
+
+
+def chat_usage(counts: Mapping[str, Any]) -> dict[str, Any]:
+    """Usage in Chat Completions terms: prompt tokens include the cache tokens."""
+    prompt = sum(counts.get(key) or 0 for key in PROMPT_FIELDS)
+    completion = counts.get("output_tokens") or 0
+    return {
+        "completion_tokens": completion,
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": counts.get("cache_read_input_tokens") or 0},
+    }
+
+
+class ChatTranslation(Relay):
+    """The Chat Completions side of a stream translation: chunk envelopes, renumbered tool
+    indexes, the finish chunk, the usage chunk and `[DONE]`."""
+
+    def __init__(self, *, lose_second_call: bool = False) -> None:
+        self.lose_second_call = lose_second_call
+        self.id = chunk_id(None)
+        self.model: Any = None
+        self.calls: dict[Any, int] = {}
+        """The provider's key of each translated call (block index, output index) -> tool index."""
+        self.lost: set[Any] = set()
+        self.started = 0
+
+    def open(self, upstream_id: Any, model: Any) -> list[Payload]:
+        self.id, self.model = chunk_id(upstream_id), model
+        return [self.chunk({"role": "assistant", "content": ""})]
+
+    def chunk(self, delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "created": CREATED,
+            "model": self.model,
+            "object": "chat.completion.chunk",
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, **extra}],
+        }
+
+    def call_start(self, key: Any, call_id: Any, name: Any) -> list[Payload]:
+        """A call begins: its first fragment, unless this translator loses it."""
+        self.started += 1
+        if self.lose_second_call and self.started == 2:
+            self.lost.add(key)
+            return []
+        index = self.calls[key] = len(self.calls)
+        fragment = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+            "index": index,
+        }
+        return [self.chunk({"content": "", "tool_calls": [fragment]})]
+
+    def arguments(self, key: Any, text: Any) -> list[Payload]:
+        if key in self.lost or key not in self.calls or not isinstance(text, str) or not text:
+            return []
+        fragment = {"type": "function", "function": {"arguments": text}, "index": self.calls[key]}
+        return [self.chunk({"content": "", "tool_calls": [fragment]})]
+
+    def text(self, text: Any) -> list[Payload]:
+        return [self.chunk({"content": text})] if isinstance(text, str) and text else []
+
+    def close(self, finish_reason: str, usage: dict[str, Any]) -> list[Payload]:
+        """The finish chunk, the usage chunk and `[DONE]`."""
+        usage_chunk = {**self.chunk({}), "usage": usage}
+        return [self.chunk({}, finish_reason=finish_reason), usage_chunk, DONE]
+
+
+class FromMessages(ChatTranslation):
+    """An Anthropic Messages stream as Chat Completions chunks."""
+
+    def __init__(self, *, lose_second_call: bool = False) -> None:
+        super().__init__(lose_second_call=lose_second_call)
+        self.counts: dict[str, Any] = {}
+        self.finish_reason = "stop"
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        if not isinstance(payload, dict):
+            return []
+        kind = payload.get("type")
+        if kind == "message_start":
+            message = payload.get("message") or {}
+            self.counts.update(message.get("usage") or {})
+            return self.open(message.get("id"), message.get("model"))
+        if kind == "content_block_start":
+            block = payload.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                return self.call_start(payload.get("index"), block.get("id"), block.get("name"))
+            return self.text(block.get("text"))
+        if kind == "content_block_delta":
+            delta = payload.get("delta") or {}
+            if delta.get("type") == "input_json_delta":
+                return self.arguments(payload.get("index"), delta.get("partial_json"))
+            return self.text(delta.get("text")) if delta.get("type") == "text_delta" else []
+        if kind == "message_delta":
+            reason = (payload.get("delta") or {}).get("stop_reason")
+            self.finish_reason = STOP_REASONS.get(reason, "stop")
+            self.counts.update(payload.get("usage") or {})
+            return []
+        if kind == "message_stop":
+            return self.close(self.finish_reason, chat_usage(self.counts))
+        if kind == "error":
+            return [{"error": payload.get("error") or payload}]
+        return []
+
+
+class FromResponses(ChatTranslation):
+    """An OpenAI Responses stream as Chat Completions chunks."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        if not isinstance(payload, dict):
+            return []
+        kind = payload.get("type")
+        response = payload.get("response") or {}
+        if kind == "response.created":
+            return self.open(response.get("id"), response.get("model"))
+        if kind == "response.output_item.added":
+            item = payload.get("item") or {}
+            if item.get("type") != "function_call":
+                return []
+            return self.call_start(
+                payload.get("output_index"), item.get("call_id"), item.get("name")
+            )
+        if kind == "response.function_call_arguments.delta":
+            return self.arguments(payload.get("output_index"), payload.get("delta"))
+        if kind == "response.output_text.delta":
+            return self.text(payload.get("delta"))
+        if kind in ("response.completed", "response.incomplete"):
+            return self.close(
+                finish_reason(response, bool(self.calls)), chat_usage(response.get("usage") or {})
+            )
+        if kind == "response.failed":
+            return [{"error": response.get("error") or {"message": "response failed"}}]
+        if kind == "error":
+            return [{"error": payload.get("error") or payload}]
+        return []
+
+
+def finish_reason(response: dict[str, Any], has_calls: bool) -> str:
+    """A final Responses object's status as a Chat Completions finish reason."""
+    if response.get("status") == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        return INCOMPLETE_REASONS.get(reason, "length")
+    return "tool_calls" if has_calls else "stop"
+
+
+def _completion(
+    upstream_id: Any,
+    model: Any,
+    text: str,
+    calls: list[tuple[Any, Any, str]],
+    reason: str,
+    usage: dict[str, Any],
+) -> dict[str, Any]:
+    """A `chat.completion` body."""
+    message: dict[str, Any] = {"content": text or None, "role": "assistant"}
+    if calls:
+        message["tool_calls"] = [
+            {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for id_, name, arguments in calls
+        ]
+    return {
+        "id": chunk_id(upstream_id),
+        "created": CREATED,
+        "model": model,
+        "object": "chat.completion",
+        "system_fingerprint": None,
+        "choices": [{"finish_reason": reason, "index": 0, "message": message}],
+        "usage": usage,
+    }
+
+
+def _keep(calls: list[tuple[Any, Any, str]], lose_second_call: bool) -> list:
+    return calls[:1] + calls[2:] if lose_second_call else calls
+
+
+def message_as_completion(body: dict[str, Any], *, lose_second_call: bool = False) -> Payload:
+    """A Messages JSON body as a `chat.completion` body."""
+    if body.get("type") == "error":
+        return {"error": body.get("error")}
+    blocks = [block for block in body.get("content") or () if isinstance(block, dict)]
+    text = "".join(block.get("text") or "" for block in blocks if block.get("type") == "text")
+    calls = [
+        (block.get("id"), block.get("name"), orjson.dumps(block.get("input") or {}).decode())
+        for block in blocks
+        if block.get("type") == "tool_use"
+    ]
+    reason = STOP_REASONS.get(body.get("stop_reason"), "stop")
+    usage = chat_usage(body.get("usage") or {})
+    calls = _keep(calls, lose_second_call)
+    return _completion(body.get("id"), body.get("model"), text, calls, reason, usage)
+
+
+def response_as_completion(body: dict[str, Any], *, lose_second_call: bool = False) -> Payload:
+    """A Responses JSON body as a `chat.completion` body."""
+    if body.get("error"):
+        return {"error": body["error"]}
+    items = [item for item in body.get("output") or () if isinstance(item, dict)]
+    text = "".join(
+        part.get("text") or ""
+        for item in items
+        if item.get("type") == "message"
+        for part in item.get("content") or ()
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    )
+    calls = [
+        (item.get("call_id"), item.get("name"), item.get("arguments") or "")
+        for item in items
+        if item.get("type") == "function_call"
+    ]
+    calls = _keep(calls, lose_second_call)
+    reason = finish_reason(body, bool(calls))
+    usage = chat_usage(body.get("usage") or {})
+    return _completion(body.get("id"), body.get("model"), text, calls, reason, usage)
+
+
+def _anthropic_headers(client: Mapping[str, str], forwarded: bool) -> dict[str, str]:
+    """Anthropic's version header, and the client's bearer token as `x-api-key`."""
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    bearer = client.get("Authorization", "")
+    if forwarded and bearer.startswith("Bearer "):
+        headers["x-api-key"] = bearer.removeprefix("Bearer ")
+    return headers
+
+
+def _bearer_headers(client: Mapping[str, str], forwarded: bool) -> dict[str, str]:
+    bearer = client.get("Authorization")
+    return {"Authorization": bearer} if forwarded and bearer else {}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A dialect the gateway can translate Chat Completions into."""
+
+    name: str
+    path: str
+    request: Callable[[dict[str, Any]], dict[str, Any]]
+    headers: Callable[[Mapping[str, str], bool], dict[str, str]]
+    """The provider's auth and version headers, from the client's (when they are forwarded)."""
+    stream: Callable[..., ChatTranslation]
+    whole: Callable[..., Payload]
+
+
+TARGETS = {
+    target.name: target
+    for target in (
+        Target(
+            "anthropic",
+            "/v1/messages",
+            to_messages,
+            _anthropic_headers,
+            FromMessages,
+            message_as_completion,
+        ),
+        Target(
+            "responses",
+            "/v1/responses",
+            to_responses,
+            _bearer_headers,
+            FromResponses,
+            response_as_completion,
+        ),
+    )
+}
+"""Every translation the gateway offers, by the name a client asks for."""
