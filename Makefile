@@ -3,14 +3,26 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The LiteLLM suite's gateway lives in a venv of its own (its dependencies are not calltap's);
+# tests/with_litellm runs only once `make litellm` has built it, and is skipped with a reason before.
+LITELLM_VENV  := .venv-litellm
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
 
-.PHONY: demo test lint bench reliability clean
+.PHONY: demo test lint bench reliability litellm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(LITELLM_STAMP): tests/with_litellm/requirements.txt
+	$(PYTHON) -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LITELLM_VENV)/bin/python -m pip install --quiet -r tests/with_litellm/requirements.txt
+	touch $(LITELLM_STAMP)
+
+litellm: $(LITELLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/calltap demo
@@ -30,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/streams.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LITELLM_VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -16,7 +16,10 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
 - ERROR_DROPPED when upstream carried an error object and downstream carries none in any shape:
   the client never learned that the provider failed.
 - USAGE_MISSING when only upstream had usage, USAGE_CHANGED when the counts differ, including
-  usage only downstream (a gateway's estimate after a masked upstream EOF).
+  usage only downstream (a gateway's estimate after a masked upstream EOF). A client whose
+  request asked for no usage (a Chat Completions stream without `stream_options.include_usage`)
+  misses none: gateways such as LiteLLM ask the provider for usage on their own behalf and keep
+  it, which is what that client asked for.
 Every warning of either side joins the findings. Verdict: inconclusive on any warning, else
 diverged on any fatal or negotiable finding, else equal.
 """
@@ -31,7 +34,7 @@ from itertools import pairwise
 from typing import Literal
 
 from calltap.codes import Code, Severity
-from calltap.dialects import transcribe
+from calltap.dialects import openai_chat, transcribe
 from calltap.transcript import Capture, Choice, Finding, Side, ToolCall, Transcript, Usage
 
 ComparisonVerdict = Literal["equal", "diverged", "inconclusive"]
@@ -75,8 +78,11 @@ class Check:
     findings: list[Finding]
 
 
-def compare(upstream: Transcript, downstream: Transcript) -> Comparison:
-    """Compare what the provider sent (upstream) with what the client got (downstream)."""
+def compare(
+    upstream: Transcript, downstream: Transcript, *, usage_requested: bool = True
+) -> Comparison:
+    """Compare what the provider sent (upstream) with what the client got (downstream);
+    `usage_requested` False means the client's request asked for no usage."""
     findings: list[Finding] = []
     for index in sorted(upstream.choices.keys() | downstream.choices.keys()):
         up, down = upstream.choices.get(index), downstream.choices.get(index)
@@ -90,7 +96,7 @@ def compare(upstream: Transcript, downstream: Transcript) -> Comparison:
             findings.extend(_compare_choice(up, down, downstream))
     findings.extend(_side_defects(upstream, downstream))
     findings.extend(_dropped_errors(upstream, downstream))
-    findings.extend(_compare_usage(upstream, downstream))
+    findings.extend(_compare_usage(upstream, downstream, usage_requested))
     findings.extend(_warnings(upstream.findings, "upstream"))
     findings.extend(_warnings(downstream.findings, "downstream"))
     verdict: ComparisonVerdict = COMPARISON_VERDICTS[_worst(findings)]
@@ -104,8 +110,18 @@ def check(transcript: Transcript) -> Check:
     return Check(verdict, transcript, findings)
 
 
-def compare_captures(upstream: Capture, downstream: Capture) -> Comparison:
-    return compare(transcribe(upstream), transcribe(downstream))
+def compare_captures(
+    upstream: Capture, downstream: Capture, *, downstream_request: bytes | None = None
+) -> Comparison:
+    """Compare two recorded bodies; `downstream_request` is the client's request body when it
+    was recorded, which tells whether the client asked for usage."""
+    down = transcribe(downstream)
+    requested = (
+        downstream_request is None
+        or down.dialect != openai_chat.NAME
+        or openai_chat.usage_requested(downstream_request)
+    )
+    return compare(transcribe(upstream), down, usage_requested=requested)
 
 
 def check_capture(capture: Capture) -> Check:
@@ -301,11 +317,15 @@ def _dropped_errors(upstream: Transcript, downstream: Transcript) -> list[Findin
     ]
 
 
-def _compare_usage(upstream: Transcript, downstream: Transcript) -> list[Finding]:
+def _compare_usage(
+    upstream: Transcript, downstream: Transcript, requested: bool
+) -> list[Finding]:
     up, down = upstream.usage, downstream.usage
     if (up is None and down is None) or up == down:
         return []
     if down is None:
+        if not requested:
+            return []
         return [Finding(Code.USAGE_MISSING, "downstream", position=downstream.end_position)]
     return [
         Finding(

@@ -67,6 +67,20 @@ def sniff(payload: Any) -> bool:
     return "prompt_filter_results" in payload and isinstance(choices, list)
 
 
+def usage_requested(request: bytes) -> bool:
+    """Whether a Chat Completions request body asks for usage in its answer: a streamed one only
+    with `stream_options.include_usage: true`, a whole one always. A body that cannot be read
+    counts as asking, so that a usage the client may have wanted is never excused."""
+    try:
+        body = orjson.loads(request)
+    except orjson.JSONDecodeError:
+        return True
+    if not isinstance(body, dict) or body.get("stream") is not True:
+        return True
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
 class _Call(PendingCall):
     """One tool call being accumulated; `fragments` counts the deltas that named its index."""
 
