@@ -9,6 +9,8 @@ that did ask for usage are a dropped usage chunk.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -95,3 +97,33 @@ def test_only_a_stream_can_ask_for_no_usage(body: dict) -> None:
     expected = body.get("stream") is not True or (
         isinstance(options, dict) and options.get("include_usage") is True)
     assert usage_requested(orjson.dumps(body)) is expected
+
+
+def _recording(directory: Path, *, request_file: str | None) -> Path:
+    """The LiteLLM fixtures laid out as calltap records a pair, with or without the pair.json
+    leg that names the client's request."""
+    directory.mkdir()
+    for name in ("upstream.sse", "downstream.sse", "downstream.request", "upstream.request"):
+        (directory / name).write_bytes(fixture(name))
+    leg = {"path": CHAT_PATH, "status": 200, "request_file": request_file}
+    legs = {"upstream": {**leg, "request_file": "upstream.request"}, "downstream": leg}
+    (directory / "pair.json").write_bytes(orjson.dumps({"legs": legs}))
+    return directory
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "calltap", *map(str, args), "--json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("request_file", "verdict"),
+                         [("downstream.request", "equal"), (None, "diverged"),
+                          ("../downstream.request", "diverged")])
+def test_compare_and_scan_read_the_recorded_client_request(
+    tmp_path: Path, request_file: str | None, verdict: str
+) -> None:
+    pair = _recording(tmp_path / "req-1", request_file=request_file)
+    compare_run = _cli("compare", pair / "upstream.sse", pair / "downstream.sse")
+    assert orjson.loads(compare_run.stdout)["verdict"] == verdict
+    scanned = _cli("scan", tmp_path)
+    assert orjson.loads(scanned.stdout)["verdicts"] == {verdict: 1}

@@ -141,6 +141,18 @@ def sibling_leg(path: Path) -> dict[str, Any] | None:
     return pair_legs(path.parent).get(stem)
 
 
+def client_request(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
+    """The request body a pair.json leg names (`request_file`), when it is a readable file in
+    `directory`: it tells whether the client asked for usage. None when there is none."""
+    name = leg.get("request_file") if leg else None
+    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+        return None
+    try:
+        return (directory / name).read_bytes()
+    except OSError:
+        return None
+
+
 def pair_legs(directory: Path) -> dict[str, dict[str, Any]]:
     """The `legs` of a pair.json (the last upstream attempt when the gateway retried)."""
     try:

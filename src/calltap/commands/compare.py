@@ -7,7 +7,9 @@ finish reason, a stripped `[DONE]` do. Upstream is the reference: a defect alrea
 is reported on that side but is not the gateway's divergence.
 
 When a pair.json sits next to files named upstream.* and downstream.* (a calltap recording), the
-request path, status, Content-Encoding and how each leg ended are taken from it.
+request path, status, Content-Encoding and how each leg ended are taken from it, and the client's
+recorded request (downstream.request) says whether it asked for usage: a gateway that requested
+usage for itself and kept it from a client who never asked is not USAGE_MISSING.
 
 The two sides need not speak the same dialect: behind a translating gateway the provider may
 stream Anthropic Messages or OpenAI Responses while the client reads OpenAI Chat Completions, and
@@ -39,9 +41,11 @@ from calltap.commands.check import (
     UnreadableCapture,
     add_dialect_flag,
     add_output_flags,
+    client_request,
     forced,
     print_json,
     read_capture,
+    sibling_leg,
     usage_error,
 )
 from calltap.compare import compare_captures
@@ -62,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         downstream = forced(read_capture(Path(args.downstream)), args.downstream_dialect)
     except UnreadableCapture as error:
         return usage_error("compare", error)
-    result = compare_captures(upstream, downstream)
+    downstream_path = Path(args.downstream)
+    request = client_request(downstream_path.parent, sibling_leg(downstream_path))
+    result = compare_captures(upstream, downstream, downstream_request=request)
     if args.json:
         print_json(comparison_json(result, redact=args.redact))
     else:

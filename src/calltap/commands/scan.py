@@ -31,6 +31,7 @@ from calltap.commands.check import (
     LEG_STEMS,
     LEG_SUFFIXES,
     capture_from_leg,
+    client_request,
     pair_legs,
     print_json,
     usage_error,
@@ -99,7 +100,9 @@ def _rescan(directory: Path, root: Path) -> dict[str, Any]:
             captures[stem] = capture_from_leg(path.read_bytes(), legs.get(stem))
     name = str(directory.relative_to(root)) if directory != root else "."
     if len(captures) == 2:
-        comparison = compare_captures(captures["upstream"], captures["downstream"])
+        request = client_request(directory, legs.get("downstream"))
+        comparison = compare_captures(captures["upstream"], captures["downstream"],
+                                      downstream_request=request)
         return _entry(name, "pair", comparison.verdict, comparison.findings)
     ((stem, capture),) = captures.items()
     single = check_capture(capture)
