@@ -8,6 +8,7 @@ listener opens.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -48,6 +49,10 @@ class Config:
     """The provider's base URL; the back relays to it."""
     admin: Address | None = None
     """Health and metrics listener."""
+    allow_remote: bool = False
+    """Listen on addresses other than loopback. Off by default: the listeners have no
+    authentication and the recordings hold prompts and answers, so exposing them is a choice
+    made explicitly (`--allow-remote`)."""
     recordings: Path = Path("recordings")
     compared_paths: tuple[str, ...] = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
     """Request paths whose legs are paired and compared; everything else is only relayed."""
@@ -62,6 +67,14 @@ class Config:
     """Seconds without a byte from upstream before the leg ends as `timeout`."""
     max_capture_bytes: int = 64 * 1024 * 1024
     """Per leg and body; past it the leg is still relayed but no longer recorded."""
+    max_request_body: int = 32 * 1024 * 1024
+    """Request bodies past this size are refused with 413 and never reach the upstream whole
+    (0 means no limit)."""
+    max_header_bytes: int = 64 * 1024
+    """The request line and headers together; past it the request is refused with 431."""
+    max_header_line: int = 16 * 1024
+    """One request header (its name and value together) or the request line; past it the
+    request is refused with 431."""
     max_pending_pairs: int = 10_000
     max_fingerprint_body: int = 8 * 1024 * 1024
     """Request bodies up to this size are read whole (fingerprinted, then forwarded); larger
@@ -96,12 +109,27 @@ class Config:
         for name in ("pairing_window", "grace_period", "connect_timeout", "read_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("max_capture_bytes", "max_fingerprint_body", "disk_quota_bytes"):
+        for name in ("max_capture_bytes", "max_fingerprint_body", "disk_quota_bytes",
+                     "max_request_body"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         for name in ("max_pending_pairs", "upstream_connections", "compare_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_header_line < MIN_HEADER_LINE:
+            raise ConfigError(f"max_header_line must be at least {MIN_HEADER_LINE},"
+                              f" got {self.max_header_line}")
+        if self.max_header_bytes < self.max_header_line:
+            raise ConfigError(f"max_header_bytes ({self.max_header_bytes}) must be at least"
+                              f" max_header_line ({self.max_header_line})")
+        if not self.allow_remote:
+            for name in ADDRESS_FIELDS:
+                address = getattr(self, name)
+                if address is not None and not is_loopback(address[0]):
+                    raise ConfigError(
+                        f"{name}: {address[0]} is not a loopback address and calltap has no"
+                        f" authentication; pass --allow-remote (or allow_remote = true) to"
+                        f" listen there anyway")
         if not 0 <= self.compare_niceness <= MAX_NICENESS:
             raise ConfigError(f"compare_niceness must be 0 to {MAX_NICENESS},"
                               f" got {self.compare_niceness}")
@@ -116,6 +144,7 @@ class Config:
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MAX_NICENESS = 19
+MIN_HEADER_LINE = 1024
 FIELDS = {f.name: f for f in fields(Config)}
 ADDRESS_FIELDS = ("front", "back", "admin")
 DEFAULT_LISTENERS = {"front": DEFAULT_FRONT, "back": DEFAULT_BACK, "admin": DEFAULT_ADMIN}
@@ -134,6 +163,17 @@ def parse_address(name: str, value: str) -> Address | None:
     if port > 65535:
         raise ConfigError(f"{name}: port {port} out of range")
     return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and for IPv4/IPv6 loopback addresses; any other name or address,
+    the wildcard `0.0.0.0` / `::` included, reaches beyond this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_url(name: str, value: str) -> str:
@@ -198,7 +238,7 @@ def coerce(name: str, value: Any) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"recordings: expected a directory path, got {value!r}")
         return Path(value)
-    if name == "record_other":
+    if name in ("record_other", "allow_remote"):
         return _parse_bool(name, value)
     if name in ("compared_paths", "redact_headers", "mask_body_patterns"):
         return _parse_list(name, value)

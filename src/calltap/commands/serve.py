@@ -20,6 +20,12 @@ CALLTAP_<SETTING> environment variables (CALLTAP_PROVIDER, CALLTAP_MAX_CAPTURE_B
 then these flags. A listener address of `off` turns it off. A bad setting, a busy port or an
 unwritable recordings directory prints one line and exits 2 before anything listens.
 
+Every listener binds to loopback unless told otherwise: calltap has no authentication and the
+recordings hold prompts and answers, so an address such as 0.0.0.0 is refused (exit 2) without
+--allow-remote. Requests are bounded: a body past max_request_body (32 MiB) gets 413, a header
+line past max_header_line (16 KiB) or headers past max_header_bytes (64 KiB) get 431, each as
+an OpenAI-shaped JSON error from calltap; the upstream never receives such a request whole.
+
 SIGTERM or SIGINT: stop accepting, let streams in flight finish within the grace period, close
 every capture (pair.json says how each leg ended), exit 0.
 """
@@ -52,13 +58,23 @@ FLAGS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, (metavar, text) in FLAGS.items():
         parser.add_argument(f"--{name}", metavar=metavar, help=text)
-    parser.add_argument("--config", metavar="FILE", type=Path,
-                        help="TOML settings file (default config/calltap.toml if present)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow listening on addresses other than loopback",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help="TOML settings file (default config/calltap.toml if present)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     overrides = {name: getattr(args, name) for name in FLAGS if name != "grace"}
     overrides["grace_period"] = args.grace
+    overrides["allow_remote"] = "true" if args.allow_remote else None
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
@@ -83,6 +99,12 @@ async def _serve(config: Config) -> int:
     from calltap.proxy.app import Calltap
 
     tap = Calltap(config)
+    # Handlers first: a SIGTERM that arrives as soon as serve.started is logged (a supervisor's
+    # or a test's) still gets the orderly stop, never the default kill.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     try:
         await tap.start()
     except ConfigError as exc:
@@ -92,10 +114,6 @@ async def _serve(config: Config) -> int:
     # What startup built lives as long as the process: keep it out of every later collection, so
     # a full collection never walks it while streams are in flight.
     gc.freeze()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     await tap.stop()
     return EXIT_OK

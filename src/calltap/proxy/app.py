@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from aiohttp.streams import StreamReader
 
 from calltap.config import Config, ConfigError, describe, public_url
@@ -37,13 +37,19 @@ from calltap.proxy.pairing import PairingBook
 from calltap.proxy.pairs import Pairs, Recording, body_extension
 from calltap.proxy.relay import (
     COMPLETE,
-    MAX_HEADER_LINE,
+    MAX_HEADER_COUNT,
+    REQUEST_TOO_LARGE,
     SHUTDOWN,
+    GuardedServer,
     Headers,
     Leg,
+    Refused,
+    RequestTooLarge,
     Upstream,
     forwardable,
+    refusal,
     relay,
+    server_logger,
 )
 
 REQUEST_ID = "X-Request-ID"
@@ -82,7 +88,7 @@ class Calltap:
         self.front_url: str | None = None
         self.back_url: str | None = None
         self.admin_url: str | None = None
-        self._runners: dict[str, web.AppRunner] = {}
+        self._runners: dict[str, web.BaseRunner] = {}
         self._legs: dict[asyncio.Task[Any], Leg] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self._compared = frozenset(config.compared_paths)
@@ -138,31 +144,45 @@ class Calltap:
                       admin=self.admin_url, pid=os.getpid(), config=describe(self.config))
 
     async def _listen(self) -> None:
-        listeners: list[tuple[str, tuple[str, int] | None, web.Application]] = [
-            ("front", self.config.front, self._relay_app(self._front)),
-            ("back", self.config.back, self._relay_app(self._back)),
-            ("admin", self.config.admin, admin_app(self.health, self.metrics)),
-        ]
-        for name, address, app in listeners:
-            if address is None:
-                continue
-            runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                   handler_cancellation=True, auto_decompress=False,
-                                   max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE,
-                                   shutdown_timeout=1.0)
-            await runner.setup()
-            self._runners[name] = runner
-            site = web.TCPSite(runner, address[0], address[1], reuse_address=True)
-            await site.start()
-            host, port = runner.addresses[0][:2]
-            url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-            setattr(self, f"{name}_url", url)
+        relays = {"front": (self.config.front, self._front, "downstream"),
+                  "back": (self.config.back, self._back, "upstream")}
+        for name, (address, handler, side) in relays.items():
+            if address is not None:
+                server = GuardedServer(handler, on_refused=self._refused_by_parser(side),
+                                       **self._protocol_options(name))
+                await self._serve(name, address, web.ServerRunner(
+                    server, handle_signals=False, shutdown_timeout=1.0))
+        if self.config.admin is not None:
+            await self._serve("admin", self.config.admin, web.AppRunner(
+                admin_app(self.health, self.metrics), handle_signals=False,
+                handler_cancellation=True, shutdown_timeout=1.0,
+                **self._protocol_options("admin")))
 
-    @staticmethod
-    def _relay_app(handler: Callable[[web.Request], Any]) -> web.Application:
-        app = web.Application(client_max_size=0)
-        app.router.add_route("*", "/{tail:.*}", handler)
-        return app
+    def _protocol_options(self, listener: str) -> dict[str, Any]:
+        """aiohttp connection settings: the header limits, no decompression, and aiohttp's own
+        error log routed to calltap's log without the request bytes it would quote."""
+        return {"access_log": None, "auto_decompress": False,
+                "max_line_size": self.config.max_header_line,
+                "max_field_size": self.config.max_header_line,
+                "max_headers": MAX_HEADER_COUNT, "logger": server_logger(self.log, listener)}
+
+    async def _serve(self, name: str, address: tuple[str, int], runner: web.BaseRunner) -> None:
+        await runner.setup()
+        self._runners[name] = runner
+        site = web.TCPSite(runner, address[0], address[1], reuse_address=True)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        setattr(self, f"{name}_url", url)
+
+    def _refused_by_parser(self, side: str) -> Refused:
+        def refused(status: int, code: str, exc: BaseException | None) -> None:
+            self._log_refusal(side, status, code, type(exc).__name__ if exc else None)
+        return refused
+
+    def _log_refusal(self, side: str, status: int, code: str, error: str | None) -> None:
+        self.metrics.requests.labels(side, str(status)).inc()
+        self.log.warning("request.refused", side=side, status=status, code=code, error=error)
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting, give in-flight streams `grace` seconds (default: the config's),
@@ -267,13 +287,59 @@ class Calltap:
     def _is_compared(self, path: str) -> bool:
         return any(path == p or path.endswith(p) for p in self._compared)
 
-    async def _front(self, request: web.Request) -> web.StreamResponse:
+    async def _admit(self, request: web.BaseRequest,
+                     side: str) -> tuple[bytes, bool] | web.StreamResponse:
+        """The body's first `max_fingerprint_body` bytes and whether that is all of it, once
+        the request is within the limits; else calltap's refusal (nothing was forwarded).
+        aiohttp's parser already refused most oversized heads; its per-field count is looser
+        than `max_header_line` (a name and its value together), which is checked here.
+
+        A transfer coding other than chunked (`gzip, chunked`) is refused with 501: aiohttp
+        only removes the chunking, and Transfer-Encoding is hop-by-hop, so the gateway would
+        get gzip bytes it has no way to recognize."""
+        longest = max((len(name) + len(value) for name, value in request.raw_headers),
+                      default=0)
+        if longest > self.config.max_header_line:
+            return self._refuse(side, 431, "request_header_fields_too_large",
+                                f"a request header's name and value take {longest} bytes,"
+                                f" more than {self.config.max_header_line}")
+        head = _head_size(request)
+        if head > self.config.max_header_bytes:
+            return self._refuse(side, 431, "request_header_fields_too_large",
+                                f"the request line and headers take {head} bytes, more than"
+                                f" {self.config.max_header_bytes}")
+        codings = [token.strip().lower() for value in request.headers.getall(
+            "Transfer-Encoding", ()) for token in value.split(",")]
+        if codings and codings != ["chunked"]:
+            return self._refuse(side, 501, "unsupported_transfer_encoding",
+                                "only Transfer-Encoding: chunked is relayed")
+        limit = self.config.max_request_body
+        declared = request.content_length
+        if limit and declared is not None and declared > limit:
+            return self._refuse(side, 413, REQUEST_TOO_LARGE, _too_large(limit))
+        if (request.version == HttpVersion11
+                and request.headers.get("Expect", "").lower() == "100-continue"):
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0
+        try:
+            return await _read_prefix(request, self.config.max_fingerprint_body, limit)
+        except RequestTooLarge as exc:
+            return self._refuse(side, 413, REQUEST_TOO_LARGE, str(exc))
+
+    def _refuse(self, side: str, status: int, code: str, message: str) -> web.StreamResponse:
+        self._log_refusal(side, status, code, None)
+        return refusal(status, code, message)
+
+    async def _front(self, request: web.BaseRequest) -> web.StreamResponse:
         assert self.gateway is not None
         started = time.time()
+        admitted = await self._admit(request, "downstream")
+        if isinstance(admitted, web.StreamResponse):
+            return admitted
+        prefix, whole = admitted
         compared = self._is_compared(request.path)
         client_id = accept_client_id(request.headers.get(REQUEST_ID))
         request_id = client_id or new_request_id(started)
-        prefix, whole = await _read_prefix(request, self.config.max_fingerprint_body)
         paired = compared and self.book is not None
         fingerprint = await _fingerprint(prefix, whole, request.path) if paired else None
         recording: Recording | None = None
@@ -308,11 +374,14 @@ class Calltap:
                                _response_sink(self.recorder, recording, "downstream"), finish,
                                [(REQUEST_ID, key)])
 
-    async def _back(self, request: web.Request) -> web.StreamResponse:
+    async def _back(self, request: web.BaseRequest) -> web.StreamResponse:
         assert self.provider is not None
         started = time.time()
+        admitted = await self._admit(request, "upstream")
+        if isinstance(admitted, web.StreamResponse):
+            return admitted
+        prefix, whole = admitted
         compared = self._is_compared(request.path)
-        prefix, whole = await _read_prefix(request, self.config.max_fingerprint_body)
         headers = [(n, v) for n, v in forwardable(request.headers.items())
                    if n.lower() != "expect"]
         leg = Leg("upstream", request.method, request.path, list(request.headers.items()),
@@ -352,7 +421,14 @@ class Calltap:
                                self._single_finisher(recording), None)
 
     def _front_finisher(self, recording: Recording) -> Finish:
-        return lambda leg: self.pairs.front_ended(recording, leg, time.monotonic())
+        """A front leg waits for its upstream attempts, unless its body was refused on the way
+        (the gateway never got it whole, so no attempt will come): then it is checked alone."""
+        def finish(leg: Leg) -> None:
+            if leg.ended == REQUEST_TOO_LARGE:
+                self.pairs.single_ended(recording, leg)
+            else:
+                self.pairs.front_ended(recording, leg, time.monotonic())
+        return finish
 
     def _single_finisher(self, recording: Recording) -> Finish:
         return lambda leg: self.pairs.single_ended(recording, leg)
@@ -376,7 +452,7 @@ class Calltap:
             sink.close()
         return sink
 
-    async def _run(self, request: web.Request, upstream: Upstream, leg: Leg, key: str,
+    async def _run(self, request: web.BaseRequest, upstream: Upstream, leg: Leg, key: str,
                    prefix: bytes, whole: bool, headers: Headers,
                    on_response: Callable[[Leg], Sink | None] | None, finish: Finish | None,
                    extra_response_headers: Headers | None) -> web.StreamResponse:
@@ -387,7 +463,8 @@ class Calltap:
         gauge = self.metrics.in_flight.labels(leg.side)
         gauge.inc()
         try:
-            body = _request_body(request, prefix, whole, leg.request_sink, headers)
+            body = _request_body(request, prefix, whole, leg.request_sink, headers,
+                                 self.config.max_request_body)
             return await relay(request, upstream, leg, headers=headers, body=body,
                                on_response=on_response or _no_sink,
                                extra_response_headers=extra_response_headers)
@@ -436,8 +513,20 @@ def _response_sink(recorder: Recorder, recording: Recording | None,
     return lambda leg: recorder.sink(claim, f"{stem}.{body_extension(leg.content_type)}")
 
 
-async def _read_prefix(request: web.Request, limit: int) -> tuple[bytes, bool]:
-    """Up to `limit` bytes of the request body, and whether that is the whole body."""
+def _head_size(request: web.BaseRequest) -> int:
+    """The request line and header lines as they came on the wire, CRLFs included."""
+    line = len(f"{request.method} {request.raw_path} HTTP/1.1\r\n")
+    return line + sum(len(name) + len(value) + 4 for name, value in request.raw_headers)
+
+
+def _too_large(limit: int) -> str:
+    return f"the request body is larger than {limit} bytes (max_request_body)"
+
+
+async def _read_prefix(request: web.BaseRequest, limit: int,
+                       max_body: int) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of the request body, and whether that is the whole body. Raises
+    RequestTooLarge when the body crosses `max_body` (0: no limit) meanwhile."""
     if not request.body_exists:
         return b"", True
     chunks: list[bytes] = []
@@ -449,23 +538,31 @@ async def _read_prefix(request: web.Request, limit: int) -> tuple[bytes, bool]:
             return b"".join(chunks), True
         chunks.append(chunk)
         size += len(chunk)
+        if max_body and size > max_body:
+            raise RequestTooLarge(_too_large(max_body))
     return b"".join(chunks), False
 
 
-def _request_body(request: web.Request, prefix: bytes, whole: bool, sink: Sink | None,
-                  headers: Headers) -> bytes | AsyncIterator[bytes] | None:
+def _request_body(request: web.BaseRequest, prefix: bytes, whole: bool, sink: Sink | None,
+                  headers: Headers, max_body: int) -> bytes | AsyncIterator[bytes] | None:
     """What to send upstream: the body already read, or that prefix and then the rest as it
     arrives (keeping the client's Content-Length so the framing matches)."""
     if whole:
         headers[:] = [(n, v) for n, v in headers if n.lower() != "content-length"]
         return prefix if request.body_exists else None
-    return _stream_rest(prefix, request.content, sink)
+    return _stream_rest(prefix, request.content, sink, max_body)
 
 
-async def _stream_rest(prefix: bytes, content: StreamReader,
-                       sink: Sink | None) -> AsyncIterator[bytes]:
+async def _stream_rest(prefix: bytes, content: StreamReader, sink: Sink | None,
+                       max_body: int) -> AsyncIterator[bytes]:
+    """The body for the upstream, as it arrives. Crossing `max_body` raises RequestTooLarge
+    before that chunk is sent: the upstream request is cut, never completed."""
     yield prefix
+    size = len(prefix)
     async for chunk in content.iter_any():
+        size += len(chunk)
+        if max_body and size > max_body:
+            raise RequestTooLarge(_too_large(max_body))
         if sink is not None:
             sink.write(chunk)
         yield chunk
