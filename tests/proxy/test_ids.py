@@ -83,6 +83,27 @@ def test_new_request_id_defaults_to_the_current_time():
     assert REQUEST_ID_PATTERN.fullmatch(new_request_id())
 
 
+def test_a_forked_process_mints_other_ids_and_trace_ids():
+    """Parent and child share the sequence counter after a fork; the random part tells their
+    ids apart (the random generator is reseeded in the child)."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        os.write(write, f"{new_request_id(NOV_30_041150)} {new_traceparent()[1]}".encode())
+        os._exit(0)
+    os.close(write)
+    mine = f"{new_request_id(NOV_30_041150)} {new_traceparent()[1]}"
+    with os.fdopen(read, "rb") as pipe:
+        theirs = pipe.read().decode()
+    os.waitpid(child, 0)
+    my_id, my_trace = mine.split()
+    their_id, their_trace = theirs.split()
+    assert my_id.rsplit("-", 1)[0] == their_id.rsplit("-", 1)[0]
+    assert my_id != their_id
+    assert my_trace != their_trace
+
+
 def test_day_dir_is_the_utc_day():
     assert day_dir_for(Path("rec"), NOV_30_041150) == Path("rec/2026-11-30")
     assert day_dir_for(Path("rec"), NOV_30_041150 - 4 * 3600 - 11 * 60 - 51) == Path(

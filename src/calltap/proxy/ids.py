@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import re
-import secrets
 import time
 from pathlib import Path
 
@@ -43,11 +43,13 @@ def accept_client_id(value: str | None) -> str | None:
 def new_request_id(now: float | None = None) -> str:
     """A fresh id like `20261130T041150123Z-0000002a-9f3c1e`: UTC time to the millisecond, a
     per-process sequence number (fixed width, so ids from one process sort in creation order
-    even within a millisecond) and random hex (so two processes never mint the same id)."""
+    even within a millisecond) and random hex (so two processes never mint the same id). The
+    randomness is `random`'s, seeded from the OS at start and again after a fork: an id names a
+    directory and is no secret, and a getrandom call per id is a syscall on the hot path."""
     millis = int((time.time() if now is None else now) * 1000)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(millis // 1000))
     sequence = next(_sequence) & 0xFFFFFFFF
-    return f"{stamp}{millis % 1000:03d}Z-{sequence:08x}-{secrets.token_hex(3)}"
+    return f"{stamp}{millis % 1000:03d}Z-{sequence:08x}-{random.getrandbits(24):06x}"
 
 
 def day_dir_for(recordings: Path, now: float) -> Path:
@@ -151,6 +153,7 @@ def parse_traceparent(value: str | None) -> str | None:
 def new_traceparent() -> tuple[str, str]:
     """A fresh version-00 `traceparent` and its trace id, for requests that came without
     one. The sampled flag is set so a gateway tracing with the usual parent-based sampler
-    keeps recording these requests as it did before calltap stood in front of it."""
-    trace_id = secrets.token_hex(16)
-    return f"00-{trace_id}-{secrets.token_hex(8)}-01", trace_id
+    keeps recording these requests as it did before calltap stood in front of it. Ids need to
+    be unique, not secret (W3C Trace Context), so `random` serves, as for request ids."""
+    trace_id = f"{random.getrandbits(128) or 1:032x}"
+    return f"00-{trace_id}-{random.getrandbits(64) or 1:016x}-01", trace_id
