@@ -166,11 +166,14 @@ class Claim:
 class Sink:
     """One body file. `write` is on the relay's hot path: it appends the chunk to a buffer
     (no formatting, no hashing: the hash is taken off-loop later) and writes a full buffer
-    once the disk thread has opened the file. `failed` is final once `settled`."""
+    once the disk thread has opened the file. A sink that had to hand its chunks to the disk
+thread (the file was not open yet when a burst arrived) writes on the loop again once the
+thread has caught up with it, so one fast burst does not leave a whole body queued behind
+the thread. `failed` is final once `settled`."""
 
-    __slots__ = ("_buffer", "_buffered", "_disk", "_ended", "_fd", "_handed_over",
-                 "_on_failure", "_opener", "_path", "claim", "closed", "failed", "final",
-                 "limit", "name", "recorded", "settled", "truncated")
+    __slots__ = ("_buffer", "_buffered", "_disk", "_ended", "_fd", "_handed", "_handed_over",
+                 "_on_failure", "_opener", "_path", "_taken", "claim", "closed", "failed",
+                 "final", "limit", "name", "recorded", "settled", "truncated")
 
     def __init__(self, disk: Disk, claim: Claim, name: str, limit: int, opener: Opener,
                  on_failure: FailureHandler, *, partial: bool = True) -> None:
@@ -194,7 +197,11 @@ class Sink:
         self._fd: int | None = None
         self._ended = False
         self._handed_over = False
-        """Chunks went to the disk thread: from then on it does every write and the close."""
+        """Chunks went to the disk thread: it does the writes until it has caught up."""
+        self._handed = 0
+        """Bytes handed to the disk thread (counted by the loop)."""
+        self._taken = 0
+        """Of those, the bytes the disk thread is done with (counted by the thread)."""
         disk.submit(self._open)
 
     def write(self, chunk: bytes) -> None:
@@ -211,6 +218,8 @@ class Sink:
         self.recorded = size
         if self._buffered < FLUSH_BYTES:
             return
+        if self._handed_over and self._fd is not None and self._taken == self._handed:
+            self._handed_over = False
         if self._fd is not None and not self._handed_over:
             self._write_here()
         elif self._buffered >= MAX_PENDING_BYTES:
@@ -237,6 +246,7 @@ class Sink:
             self._fail("write", OSError(errno.ENOBUFS, "recording backlog full"))
             return
         self._handed_over = True
+        self._handed += size
         disk.queued_bytes += size
         disk.submit(self._write, buffer, size)
 
@@ -304,6 +314,7 @@ class Sink:
             self._fail("write", exc)
         finally:
             self._disk.written_bytes += size
+            self._taken += size
 
     def _finish_handed_over(self, buffer: list[bytes], size: int) -> None:
         self._buffer, self._buffered = buffer, size

@@ -33,6 +33,9 @@ class Metrics:
         self.orphans = Counter(
             "calltap_orphaned_legs", "Legs that found no partner within the pairing window",
             ["side"], registry=self.registry)
+        self.evicted = Counter(
+            "calltap_evicted_pairs", "Front legs dropped unpaired to keep max_pending_pairs",
+            registry=self.registry)
         self.in_flight = Gauge(
             "calltap_streams_in_flight", "Responses being relayed right now, by leg",
             ["leg"], registry=self.registry)

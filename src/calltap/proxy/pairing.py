@@ -75,7 +75,8 @@ class PairingBook:
 
     Bounded by `max_pending` entries. Call `expire` periodically (say once a second): it
     walks only the entries older than the window, and it also hands over the keys evicted
-    over `max_pending` (at most `max_pending` of them are held between two calls).
+    over `max_pending` (every one of them, however many arrived since the last call: the
+    caller holds an open capture for each key until it learns that the key is an orphan).
     """
 
     def __init__(self, window: float = 60.0, max_pending: int = 10_000) -> None:
@@ -86,7 +87,7 @@ class PairingBook:
         self._entries: dict[str, _Entry] = {}
         self._by_trace: dict[str, Group] = {}
         self._by_fingerprint: dict[str, Group] = {}
-        self._evicted: deque[str] = deque(maxlen=max_pending)
+        self._evicted: deque[str] = deque()
 
     @property
     def pending(self) -> int:
@@ -148,6 +149,11 @@ class PairingBook:
             if entry.attempts == 0:
                 orphans.append(entry.leg.key)
         return orphans
+
+    def evicted(self) -> list[str]:
+        """The keys evicted over `max_pending` without a back attempt since the last `expire`,
+        oldest first (the next `expire` returns them among its orphans)."""
+        return list(self._evicted)
 
     def attempts(self, key: str) -> int:
         """Back attempts matched to `key` so far (0 when unknown or never matched)."""

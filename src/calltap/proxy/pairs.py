@@ -30,12 +30,20 @@ from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
 from calltap.proxy.redact import redact_headers
-from calltap.proxy.relay import CAPTURE_TRUNCATED, COMPLETE, Leg
+from calltap.proxy.relay import CAPTURE_TRUNCATED, CLIENT_ABORTED, COMPLETE, SHUTDOWN, Leg
 
 Kind = Literal["pair", "single", "other"]
 Mode = Literal["compare", "check", "record"]
 BREAKING = ("fatal", "negotiable")
 RECENT_RESULTS = 4096
+DRAIN_TIMEOUT = 30.0
+"""Seconds shutdown waits for the comparisons of the captures it closed."""
+EVICTED_LOGGED = 20
+"""Request ids named in one `pairs.evicted` line (the count covers them all)."""
+CUT = frozenset({CLIENT_ABORTED, SHUTDOWN})
+"""How a client's stream ends when the client hung up or calltap's shutdown cut it: the
+shorter stream is nobody's defect, so its findings stay in pair.json (and `pair.compared`
+says how it ended) but raise no `divergence` line."""
 
 
 @dataclass(eq=False, slots=True)
@@ -93,6 +101,7 @@ class Pairs:
         be written. Bounded, so memory does not grow with traffic."""
         self._waiters: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._abandoning = False
 
     # -- legs starting and ending ------------------------------------------------------------
 
@@ -142,9 +151,16 @@ class Pairs:
         self._close(recording)
 
     def expire(self, now: float) -> None:
-        """Close the fronts the pairing book gave up on, as orphans."""
+        """Close the fronts the pairing book gave up on, as orphans; say which it evicted to
+        stay within its size."""
         if self.book is None:
             return
+        evicted = self.book.evicted()
+        if evicted:
+            self.metrics.evicted.inc(len(evicted))
+            self.log.warning("pairs.evicted", count=len(evicted),
+                             max_pending=self.book.max_pending,
+                             request_ids=evicted[:EVICTED_LOGGED])
         for key in self.book.expire(now):
             recording = self.open.get(key)
             if recording is None or recording.closing or recording.attempts or recording.in_flight:
@@ -165,9 +181,22 @@ class Pairs:
             else:
                 self.open.pop(recording.key, None)
 
-    async def drain(self) -> None:
+    async def drain(self, timeout: float = DRAIN_TIMEOUT) -> None:
+        """Wait for every finalization under way. Comparisons still running after `timeout`
+        seconds (a worker hung on a pathological pair, or stopped) are abandoned: their
+        pair.json is written without the comparison and `capture.failed` says so, so that a
+        hung worker can never keep the process from exiting."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._abandoning = True
+                for task in self._tasks:
+                    task.cancel()
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                return
+            await asyncio.wait(list(self._tasks), timeout=remaining)
 
     def _maybe_close(self, recording: Recording) -> None:
         if recording.closing or not recording.front_done or recording.in_flight:
@@ -218,6 +247,11 @@ class Pairs:
             }
             try:
                 result = await self.workers.analyze(job)
+            except asyncio.CancelledError:
+                if not self._abandoning:
+                    raise
+                self.capture_failed("compare", TimeoutError("comparison abandoned on shutdown"),
+                                    recording.directory)
             except Exception as exc:
                 self.capture_failed("compare", exc, recording.directory)
         pair_json = recording.directory / PAIR_JSON
@@ -342,18 +376,23 @@ class Pairs:
             self.log.warning("pair.orphaned", request_id=recording.key, side=side,
                              verdict=verdict, codes=codes, capture=capture)
             return
+        leg = recording.downstream or chosen
         if mode == "compare":
+            assert leg is not None
             self.log.info(
                 "pair.compared", request_id=recording.key, verdict=verdict, codes=codes,
                 pairing=recording.pairing, attempts=len(recording.attempts),
                 bytes_upstream=_size(chosen, facts),
-                bytes_downstream=_size(recording.downstream, facts), capture=capture)
+                bytes_downstream=_size(recording.downstream, facts),
+                downstream_ended=leg.ended, capture=capture)
         elif mode == "check":
-            leg = recording.downstream or chosen
             assert leg is not None
             self.log.info("leg.checked", request_id=recording.key, side=leg.side,
-                          verdict=verdict, codes=codes, bytes=_size(leg, facts), capture=capture)
+                          verdict=verdict, codes=codes, bytes=_size(leg, facts),
+                          ended=leg.ended, capture=capture)
         if mode == "record" or not (mode == "compare" or self.single_leg):
+            return
+        if leg is not None and leg.ended in CUT:
             return
         for finding in findings:
             if finding["severity"] in BREAKING:
