@@ -31,7 +31,8 @@ def job(directory: Path, upstream: bytes, downstream: bytes, *,
         encoding: str | None = None) -> Job:
     (directory / "upstream.sse").write_bytes(upstream)
     (directory / "downstream.sse").write_bytes(downstream)
-    spec = {"path": CHAT, "content_encoding": encoding, "status": 200, "truncated": False}
+    spec = {"request_file": None, "path": CHAT, "content_encoding": encoding, "status": 200,
+            "truncated": False}
     return {
         "directory": str(directory),
         "files": ["upstream.sse", "downstream.sse"],

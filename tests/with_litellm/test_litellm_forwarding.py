@@ -88,10 +88,6 @@ async def test_streamed_text_pair_by_header(forwarding: Stack) -> None:
     assert upstream["messages"] == question("Say something.")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the comparison worker does not yet hand the recorded downstream.request to"
-    " compare_captures(downstream_request=...), so the usage LiteLLM requested for itself"
-    " reads as USAGE_MISSING"))
 async def test_stream_without_usage_request_is_equal(forwarding: Stack) -> None:
     sent = await forwarding.chat(
         "fwd-text-no-usage", model=OPENAI_MODEL, messages=question("Say something else."),

@@ -38,6 +38,9 @@ class BodySpec(TypedDict):
     """A recorded response body and what the comparator needs to know about it."""
 
     file: str
+    request_file: str | None
+    """The request body's file, when it was recorded: the client's tells whether it asked for
+    usage."""
     path: str
     content_encoding: str | None
     status: int | None
@@ -104,7 +107,8 @@ def analyze(job: Job) -> Result:
             transcript = check_capture(up).transcript
             report = comparison_json(compare(transcript, transcript))
         else:
-            report = comparison_json(compare_captures(up, down))
+            request = bodies.get(downstream["request_file"] or "")
+            report = comparison_json(compare_captures(up, down, downstream_request=request))
     elif job["mode"] == "check":
         spec = upstream if upstream is not None else downstream
         if spec is not None:

@@ -444,7 +444,8 @@ def _forget_failed(leg: Leg) -> None:
 def _spec(leg: Leg | None) -> BodySpec | None:
     if leg is None or leg.file is None:
         return None
-    return {"file": leg.file, "path": leg.path, "content_encoding": leg.content_encoding,
+    return {"file": leg.file, "request_file": leg.request_file, "path": leg.path,
+            "content_encoding": leg.content_encoding,
             "status": leg.status, "truncated": leg.sink is not None and leg.sink.truncated}
 
 
