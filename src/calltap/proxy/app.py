@@ -484,8 +484,10 @@ class Calltap:
                                  status=leg.status, bytes=leg.bytes, error=leg.error)
             for sink, attribute in ((leg.sink, "file"), (leg.request_sink, "request_file")):
                 if sink is not None:
-                    setattr(leg, attribute, sink.close())
-                    self.recorder.account(sink.recorded)
+                    name = sink.close()
+                    setattr(leg, attribute, name)
+                    if name is not None:
+                        self.recorder.account(sink.recorded)
             if finish is not None:
                 finish(leg)
         except Exception as exc:
