@@ -4,6 +4,7 @@ configured lower CPU priority."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from pathlib import Path
@@ -16,7 +17,7 @@ from tests.proxy.conftest import chat_request, chat_stream, post_chat
 from tests.proxy.test_failopen import forkserver_workers
 
 from calltap.compare import compare_captures
-from calltap.proxy.analysis import Job, _read, analyze
+from calltap.proxy.analysis import Job, Workers, _frame, _read, _unframe, analyze
 from calltap.report import comparison_json
 from calltap.transcript import Capture
 
@@ -160,3 +161,45 @@ async def test_request_body_goes_straight_to_its_final_name(topology, client) ->
                             pair["legs"]["downstream"]["file"],
                             pair["legs"]["upstream"]["file"], "pair.json"])
     assert (directory / "downstream.request").read_bytes() == chat_request()
+
+
+@given(st.lists(st.binary(max_size=300), max_size=8), st.data())
+def test_framed_messages_come_out_whole_and_in_order_for_any_split(
+    messages: list[bytes], data: st.DataObject
+) -> None:
+    stream = b"".join(_frame(message) for message in messages)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    received = bytearray()
+    out: list[bytes] = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        received += stream[start:end]
+        while (message := _unframe(received)) is not None:
+            out.append(message)
+    assert out == messages
+    assert not received
+
+
+def test_the_long_length_form_is_read() -> None:
+    received = bytearray(b"\xff\xff\xff\xff" + (5).to_bytes(8, "big") + b"hello!")
+    assert _unframe(received) == b"hello"
+    assert received == bytearray(b"!")
+
+
+async def test_an_answer_larger_than_the_socket_buffer_arrives_whole(tmp_path: Path) -> None:
+    names = [f"{n:04d}-" + "x" * 200 for n in range(3000)]
+    for name in names:
+        (tmp_path / name).write_bytes(name.encode())
+    workers = Workers(1)
+    await asyncio.to_thread(workers.warm)
+    try:
+        result = await workers.analyze({
+            "directory": str(tmp_path), "files": names, "mask_patterns": [], "upstream": None,
+            "downstream": None, "mode": "record", "document": {"legs": {}},
+        })
+    finally:
+        await workers.stop()
+    assert len(orjson.dumps(result)) > 800_000
+    assert result["files"] == {
+        name: {"bytes": len(name), "sha256": hashlib.sha256(name.encode()).hexdigest()}
+        for name in names
+    }

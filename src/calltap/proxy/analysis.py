@@ -18,6 +18,7 @@ import hashlib
 import multiprocessing
 import os
 import signal
+import socket
 import time
 from multiprocessing.connection import Connection
 from typing import Any, Literal, TypedDict
@@ -230,22 +231,93 @@ if _CONTEXT.get_start_method() == "forkserver":
     _CONTEXT.set_forkserver_preload([__name__])
 
 
+class _Channel(asyncio.Protocol):
+    """The loop's end of a worker's socket. Messages are framed as multiprocessing's
+    `Connection` frames them (a 4-byte big-endian length, or -1 and an 8-byte one), so the
+    worker keeps its plain blocking `recv_bytes`/`send_bytes` while the loop's transport does
+    the reads and writes natively: no Python-level syscalls and no reader registered per job."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._received = bytearray()
+        self._answer: asyncio.Future[bytes] | None = None
+        self._lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._received += data
+        message = _unframe(self._received)
+        if message is not None and self._answer is not None and not self._answer.done():
+            self._answer.set_result(message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(EOFError("comparison worker closed its socket"))
+
+    async def ask(self, message: bytes) -> bytes:
+        """Send one message and wait for the one answer."""
+        if self._lost or self.transport is None:
+            raise EOFError("comparison worker closed its socket")
+        self._answer = asyncio.get_running_loop().create_future()
+        self.transport.write(_frame(message))
+        return await self._answer
+
+
+def _frame(message: bytes) -> bytes:
+    size = len(message)
+    if size > 0x7FFFFFFF:
+        return b"\xff\xff\xff\xff" + size.to_bytes(8, "big") + message
+    return size.to_bytes(4, "big") + message
+
+
+def _unframe(received: bytearray) -> bytes | None:
+    """The first whole message in `received`, taken out of it; None until one is whole."""
+    if len(received) < 4:
+        return None
+    size, start = int.from_bytes(received[:4], "big", signed=True), 4
+    if size == -1:
+        if len(received) < 12:
+            return None
+        size, start = int.from_bytes(received[4:12], "big"), 12
+    if len(received) < start + size:
+        return None
+    message = bytes(received[start:start + size])
+    del received[:start + size]
+    return message
+
+
 class _Worker:
     def __init__(self, niceness: int) -> None:
-        self.connection, child = _CONTEXT.Pipe()
+        parent, child = _CONTEXT.Pipe()
         self.process = _CONTEXT.Process(target=_worker_main, args=(child, niceness), daemon=True,
                                         name="calltap-compare")
         self.process.start()
         child.close()
+        self._socket = socket.socket(fileno=os.dup(parent.fileno()))
+        parent.close()
+        self._channel: _Channel | None = None
+
+    async def channel(self) -> _Channel:
+        """The loop's connection to the worker, made on first use (on the running loop)."""
+        if self._channel is None:
+            loop = asyncio.get_running_loop()
+            _, self._channel = await loop.create_unix_connection(_Channel, sock=self._socket)
+        return self._channel
 
     def close(self) -> None:
-        self.connection.close()
+        if self._channel is not None and self._channel.transport is not None:
+            self._channel.transport.close()
+        else:
+            self._socket.close()
 
 
 class Workers:
     """Worker processes running `analyze`, forked from a forkserver that has the comparator
-    imported. The event loop talks to each over a pipe it watches itself: no helper thread
-    competes with the relay for the GIL on their behalf. A worker that dies fails the job it
+    imported. The event loop talks to each over a socket of its own (`_Channel`): no helper
+    thread competes with the relay for the GIL on their behalf. A worker that dies fails the job it
     was running and is replaced for the next one. A job waiting for a worker holds file names
     and its pair.json draft, never a body, so a backlog after a burst costs little memory."""
 
@@ -266,8 +338,8 @@ class Workers:
                 self._idle.put_nowait(worker)
         worker = await self._idle.get()
         try:
-            worker.connection.send_bytes(orjson.dumps(job))
-            answer = orjson.loads(await _receive(worker.connection))
+            channel = await worker.channel()
+            answer = orjson.loads(await channel.ask(orjson.dumps(job)))
         except (OSError, EOFError) as exc:
             worker = self._replace(worker)
             raise WorkerFailed(f"comparison worker died: {type(exc).__name__}") from exc
@@ -289,25 +361,16 @@ class Workers:
         self._workers.append(fresh)
         return fresh
 
-    def shutdown(self) -> None:
-        """Close the pipes (each worker then exits) and wait for the processes."""
+    async def stop(self) -> None:
+        """Close the sockets (each worker then exits) and wait for the processes."""
         workers, self._workers = self._workers, []
         for worker in workers:
             worker.close()
-        for worker in workers:
-            worker.process.join(timeout=5)
-            if worker.process.is_alive():
-                worker.process.kill()
+        await asyncio.to_thread(_join, workers)
 
 
-async def _receive(connection: Connection) -> bytes:
-    """The next message on `connection`, read when the loop sees the pipe readable."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    fd = connection.fileno()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-    return connection.recv_bytes()
+def _join(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.process.join(timeout=5)
+        if worker.process.is_alive():
+            worker.process.kill()

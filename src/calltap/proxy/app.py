@@ -134,7 +134,7 @@ class Calltap:
             await self._listen()
         except BaseException:
             await self._close_everything()
-            await asyncio.to_thread(self.workers.shutdown)
+            await self.workers.stop()
             await self.recorder.stop()
             raise
         if leftovers:
@@ -206,7 +206,7 @@ class Calltap:
         await self._close_everything()
         self.pairs.close_all()
         await self.pairs.drain()
-        await asyncio.to_thread(self.workers.shutdown)
+        await self.workers.stop()
         await self.recorder.stop()
         self.log.info("serve.stopped", cut=len(remaining))
 
