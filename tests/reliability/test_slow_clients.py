@@ -42,8 +42,11 @@ FAST_EVENTS = 200
 UNREAD_FRACTION = 0.25
 """calltap's RSS growth must stay under this share of the bytes sent but not read (about 0.15
 measured: 4 MiB of calltap's own buffers per stream beside 26 MiB in the kernel's)."""
-SENT_FRACTION = 0.25
-"""Backpressure reached the provider: it sent less than this share of each slow answer."""
+SENT_FRACTION = 0.5
+"""Backpressure reached the provider: it sent less than this share of each slow answer. The
+kernel's loopback buffers along the chain (four hops, each with autotuned send and receive
+buffers) hold 30 to 50 MB of one stream; without backpressure the provider would have sent the
+whole answer in the seconds this test waits."""
 
 
 class SlowClient:
