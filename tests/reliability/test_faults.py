@@ -406,6 +406,31 @@ async def test_comparison_worker_dying_mid_job_costs_only_that_comparison(
     tally.fault("comparison worker dying mid-comparison")
 
 
+async def test_a_job_raising_in_the_worker_is_logged_and_the_next_pair_compared(
+    tmp_path: Path, tally
+) -> None:
+    """The comparison job raises inside the worker (here: a capture file gone before the
+    worker reads it, the same path as any exception in the comparator): that pair gets no
+    comparison and one `capture.failed`, the worker lives on and compares the next pair."""
+    async with scripted(tmp_path) as run:
+        (worker,) = forkserver_workers()
+        try:
+            key, body = await stopped_worker_with_a_job(run)
+            (run.capture(key) / "downstream.sse").unlink()
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        broken = await run.tap.wait_compared(key)
+        failed = run.log.lines("capture.failed")
+        next_key, next_body = await run.post()
+        compared = await run.tap.wait_compared(next_key)
+        assert forkserver_workers() == [worker]
+    assert body == next_body == run.provider.body
+    assert broken["comparison"] is None
+    assert [(f["stage"], f["error"]) for f in failed] == [("compare", "WorkerFailed")]
+    assert compared["comparison"]["verdict"] == "equal"
+    tally.fault("comparison job raising in its worker")
+
+
 async def test_a_hung_comparison_worker_cannot_keep_shutdown_waiting(tmp_path: Path,
                                                                      tally) -> None:
     async with scripted(tmp_path) as run:
