@@ -12,7 +12,6 @@ must already be listening: LiteLLM calls `GET /v1/models` there while it starts.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import socket
@@ -28,6 +27,7 @@ import aiohttp
 import openai
 import orjson
 import pytest
+from tests.e2e.conftest import LogLines
 
 from calltap.config import Config
 from calltap.fakes.provider import FakeProvider
@@ -79,19 +79,6 @@ def question(text: str = "What is the weather in Taipei, and the time in UTC?") 
 
 STARTS: dict[str, float] = {}
 """Seconds each LiteLLM took from launch to a ready answer, by stack name, for the summary."""
-
-
-class LogLines(io.StringIO):
-    """calltap's JSON log in memory."""
-
-    def lines(self, event: str, request_id: str | None = None) -> list[dict[str, Any]]:
-        parsed = [json.loads(line) for line in self.getvalue().splitlines() if line.strip()]
-        return [
-            line
-            for line in parsed
-            if line["event"] == event
-            and (request_id is None or line.get("request_id") == request_id)
-        ]
 
 
 @dataclass
