@@ -5,16 +5,21 @@ The demo starts four things on 127.0.0.1, on ports the system picks:
   fake provider   answers Chat Completions: two parallel tool calls, weather({"city":"Taipei"})
                   and clock({"zone":"UTC"}), streamed in fragments, then usage and [DONE]
   fake gateway    relays faithfully, or injects one known defect when a request carries
-                  `X-Fake-Gateway-Defect: <name>` (each reproduces a public bug report)
+                  `X-Fake-Gateway-Defect: <name>` (each reproduces a public bug report); with
+                  `X-Fake-Gateway-Translate: anthropic|responses` it translates, as LiteLLM's
+                  Anthropic route does, and the provider answers in that dialect
   calltap         front and back, exactly as `calltap serve` runs them beside a real gateway:
                   client -> front -> gateway -> back -> provider
-  a client        sends a faithful text request, a faithful tool-call request, then one
-                  tool-call request per defect, and waits for calltap to compare each pair
+  a client        sends a faithful text request, a faithful tool-call request, one tool-call
+                  request per defect, then tool-call requests through the translating gateway
+                  (faithful, and losing a call), and waits for calltap to compare each pair
 
 For each request it prints the request id (the capture's directory name), the defect injected,
 what calltap should report, what it reported, and whether that matched. Faithful and cosmetic
 relays (rewritten ids, re-cut fragments, stripped headers, a retried upstream) must compare
 `equal`; every lossy defect must be `diverged` with its code (TOOL_CALLS_DROPPED, DONE_MISSING, …).
+A translated pair crosses dialects (Anthropic Messages or OpenAI Responses upstream, Chat
+Completions downstream) and is compared by meaning all the same.
 
 Exit status: 0 when every defect was caught and every faithful pair was equal, 1 otherwise.
 Needs no configuration and no network. The captures and calltap's own JSON log (calltap.log) go
@@ -47,7 +52,9 @@ from rich.table import Table
 from calltap.codes import Code, Severity
 from calltap.config import Config, ConfigError
 from calltap.fakes import DEFECT_HEADER, DEFECTS, FAITHFUL, Defect, FakeGateway, FakeProvider
+from calltap.fakes.gateway import TRANSLATE_HEADER
 from calltap.fakes.provider import CHAT_PATH, TEXT_REQUEST, TOOLS_REQUEST
+from calltap.fakes.translate import LOSE_SECOND_TOOL_USE, TRANSLATION_DEFECTS
 from calltap.proxy.app import Calltap
 
 LOOPBACK = ("127.0.0.1", 0)
@@ -70,12 +77,17 @@ class Scenario:
     label: str
     request: dict[str, Any]
     defect: Defect
+    translate: str | None = None
+    """The dialect the gateway translates into (`X-Fake-Gateway-Translate`), if any."""
 
 
 SCENARIOS = (
     Scenario("text", TEXT_REQUEST, FAITHFUL),
     Scenario("tool calls", TOOLS_REQUEST, FAITHFUL),
     *(Scenario("tool calls", TOOLS_REQUEST, defect) for defect in DEFECTS.values()),
+    Scenario("via Anthropic Messages", TOOLS_REQUEST, FAITHFUL, "anthropic"),
+    Scenario("via OpenAI Responses", TOOLS_REQUEST, FAITHFUL, "responses"),
+    Scenario("via Anthropic Messages", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "anthropic"),
 )
 
 
@@ -189,6 +201,8 @@ async def send(client: aiohttp.ClientSession, calltap: Calltap, scenario: Scenar
     headers = {"Authorization": "Bearer sk-demo-not-a-real-key"}
     if scenario.defect is not FAITHFUL:
         headers[DEFECT_HEADER] = scenario.defect.name
+    if scenario.translate is not None:
+        headers[TRANSLATE_HEADER] = scenario.translate
     url = f"{calltap.front_url}{CHAT_PATH}"
     async with client.post(url, json=scenario.request, headers=headers) as response:
         await response.read()
@@ -212,7 +226,9 @@ def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console
         defect = outcome.scenario.defect
         table.add_row(
             outcome.request_id,
-            f"{defect.name} ({outcome.scenario.label})" if defect is FAITHFUL else defect.name,
+            f"{defect.name} ({outcome.scenario.label})"
+            if defect is FAITHFUL or outcome.scenario.translate
+            else defect.name,
             "\n".join(defect.expectations),
             "\n".join(outcome.got()),
             "\n".join(f"[{STYLES[Code(code).severity]}]{code}[/]" for code in outcome.codes) or "-",
@@ -224,7 +240,7 @@ def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console
         )
     console.print(table)
     legend = Table.grid(padding=(0, 2))
-    for defect in DEFECTS.values():
+    for defect in (*DEFECTS.values(), *TRANSLATION_DEFECTS.values()):
         legend.add_row(defect.name, defect.summary, f"[dim]{defect.seen_in}[/]")
     console.print("What each defect does, and where it was seen:")
     console.print(legend)

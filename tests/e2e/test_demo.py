@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from calltap.demo import SCENARIOS
 from calltap.fakes import DEFECTS
+from calltap.fakes.translate import TRANSLATION_DEFECTS
 
 
 def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,9 +25,12 @@ def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
 def test_demo_catches_every_defect_and_exits_0():
     result = run_demo()
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in DEFECTS:
+    for name in (*DEFECTS, *TRANSLATION_DEFECTS):
         assert name in result.stdout
-    assert f"{len(DEFECTS) + 2}/{len(DEFECTS) + 2} as expected" in result.stdout
+    assert "via Anthropic Messages" in result.stdout
+    assert "via OpenAI Responses" in result.stdout
+    assert len(SCENARIOS) == len(DEFECTS) + 5
+    assert f"{len(SCENARIOS)}/{len(SCENARIOS)} as expected" in result.stdout
     assert "MISSED" not in result.stdout
     assert '"event"' not in result.stdout
     assert result.stderr == ""
@@ -38,7 +43,10 @@ def test_demo_keeps_captures_and_log_when_asked(tmp_path: Path):
     log = [json.loads(line) for line in (recordings / "calltap.log").read_text().splitlines()]
     compared = [line for line in log if line["event"] == "pair.compared"]
     pairs = sorted(recordings.glob("*/*/pair.json"))
-    assert len(compared) == len(pairs) == len(DEFECTS) + 2
+    assert len(compared) == len(pairs) == len(SCENARIOS)
+    dialects = {json.loads(pair.read_bytes())["comparison"]["upstream"]["dialect"]
+                for pair in pairs}
+    assert dialects == {"openai.chat", "anthropic.messages", "openai.responses"}
     dropped = [line for line in log if line.get("code") == "TOOL_CALLS_DROPPED"]
     assert dropped and all(line["event"] == "divergence" for line in dropped)
     assert str(recordings / "calltap.log") in result.stdout
