@@ -4,11 +4,21 @@ the file was open before the leg ended or the thread finishes it; failures are r
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import threading
 from pathlib import Path
 
-from calltap.proxy.capture import FLUSH_BYTES, Claim, Disk, Sink, default_opener
+from calltap.proxy.capture import (
+    FLUSH_BYTES,
+    MAX_PENDING_BYTES,
+    MIN_BACKLOG_BYTES,
+    Claim,
+    Disk,
+    Recorder,
+    Sink,
+    default_opener,
+)
 
 Failure = tuple[str, BaseException, Path]
 
@@ -77,3 +87,66 @@ async def test_a_failed_claim_opens_nothing_and_a_failed_open_is_reported(
     assert unclaimed.failed and missing.failed
     assert [(stage, type(exc)) for stage, exc, _ in failures] == [("open", FileNotFoundError)]
     assert os.listdir(tmp_path) == []
+
+
+async def test_a_disk_thread_too_far_behind_costs_the_recording_not_memory(
+    tmp_path: Path,
+) -> None:
+    """While the thread is stuck, what a sink hands it piles up; past `max_backlog` the body
+    stops being recorded (ENOBUFS, reported) instead of growing without bound."""
+    open_fds = len(os.listdir("/proc/self/fd"))
+    disk = Disk(max_backlog=4 * MAX_PENDING_BYTES)
+    disk.start(asyncio.get_running_loop())
+    release = threading.Event()
+    disk.submit(release.wait)
+    failures: list[Failure] = []
+    sink = Sink(disk, Claim(tmp_path), "upstream.sse", 1 << 30, default_opener,
+                lambda *f: failures.append(f))
+    piece = b"x" * MAX_PENDING_BYTES
+    for _ in range(8):
+        sink.write(piece)
+    assert sink.failed and sink.closed
+    assert disk.backlog <= disk.max_backlog
+    sink.close()
+    release.set()
+    await disk.settle()
+    await disk.stop()
+    assert [(stage, getattr(exc, "errno", None)) for stage, exc, _ in failures] == [
+        ("write", errno.ENOBUFS)]
+    assert sink.settled
+    assert os.listdir(tmp_path) == []
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+
+
+async def test_a_body_failed_while_its_file_was_opening_closes_the_file(tmp_path: Path) -> None:
+    """The thread is inside open() while the loop hands it more than `max_backlog`: the body
+    fails, and the file the thread then opens is closed, never leaked."""
+    open_fds = len(os.listdir("/proc/self/fd"))
+    inside, opening = threading.Event(), threading.Event()
+
+    def slow_opener(path: str, flags: int) -> int:
+        fd = default_opener(path, flags)
+        inside.set()
+        opening.wait()
+        return fd
+
+    disk = Disk(max_backlog=2 * MAX_PENDING_BYTES)
+    disk.start(asyncio.get_running_loop())
+    sink = Sink(disk, Claim(tmp_path), "upstream.sse", 1 << 30, slow_opener, lambda *f: None)
+    await asyncio.to_thread(inside.wait)
+    for _ in range(4):
+        sink.write(b"x" * MAX_PENDING_BYTES)
+    assert sink.failed
+    opening.set()
+    await disk.settle()
+    await disk.stop()
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+
+
+def test_the_recorder_makes_room_for_one_pair_at_the_capture_limit(tmp_path: Path) -> None:
+    small = Recorder(tmp_path, max_capture_bytes=1 << 20, quota_bytes=0,
+                     on_failure=lambda *f: None)
+    large = Recorder(tmp_path, max_capture_bytes=96 << 20, quota_bytes=0,
+                     on_failure=lambda *f: None)
+    assert small.disk.max_backlog == MIN_BACKLOG_BYTES
+    assert large.disk.max_backlog == 2 * (96 << 20)

@@ -44,10 +44,9 @@ FLUSH_BYTES = 16 * 1024
 """A sink writes once it holds this much: as often as a 16 KiB buffered file would."""
 MAX_PENDING_BYTES = 256 * 1024
 """What one sink may hold while its file is not open yet; past it the sink hands its chunks
-to the disk thread (and from then on every write), where `MAX_BACKLOG_BYTES` bounds them."""
-MAX_BACKLOG_BYTES = 64 * 1024 * 1024
-"""Bytes handed to the disk thread and not yet written, at most (a disk slower than the
-traffic costs recordings, not memory)."""
+to the disk thread (and from then on every write), where `Disk.max_backlog` bounds them."""
+MIN_BACKLOG_BYTES = 64 * 1024 * 1024
+"""The least `Disk.max_backlog` is: see `Recorder`."""
 Opener = Callable[[str, int], int]
 FailureHandler = Callable[[str, BaseException, Path], None]
 Operation = tuple[Callable[..., Any], tuple[Any, ...]]
@@ -62,7 +61,10 @@ class Disk:
     submitted. `submit` never blocks; what a loop iteration submits reaches the thread at once,
     at the end of that iteration. `call` and `settle` let a coroutine wait for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_backlog: int = MIN_BACKLOG_BYTES) -> None:
+        self.max_backlog = max_backlog
+        """Bytes handed to the thread and not yet written, at most: a disk slower than the
+        traffic costs recordings, not memory."""
         self._queue: SimpleQueue[list[Operation] | None] = SimpleQueue()
         self._batch: list[Operation] = []
         self._thread: threading.Thread | None = None
@@ -241,9 +243,10 @@ the thread. `failed` is final once `settled`."""
     def _hand_over(self) -> None:
         buffer, size = self._take()
         disk = self._disk
-        if disk.backlog + size > MAX_BACKLOG_BYTES:
+        if disk.backlog + size > disk.max_backlog:
             self.closed = True
             self._fail("write", OSError(errno.ENOBUFS, "recording backlog full"))
+            disk.submit(self._close_fd)
             return
         self._handed_over = True
         self._handed += size
@@ -297,7 +300,7 @@ the thread. `failed` is final once `settled`."""
     # -- on the disk thread ----------------------------------------------------------------
 
     def _open(self) -> None:
-        if not self.claim.ok:
+        if self.failed or not self.claim.ok:
             self.failed = True
             return
         try:
@@ -340,7 +343,9 @@ class Recorder:
 
     def __init__(self, root: Path, *, max_capture_bytes: int, quota_bytes: int,
                  on_failure: FailureHandler, opener: Opener | None = None) -> None:
-        self.disk = Disk()
+        # Room for one pair's two bodies at their limit, so that a single huge exchange is
+        # recorded whole even while the disk thread lags behind a fast relay.
+        self.disk = Disk(max(MIN_BACKLOG_BYTES, 2 * max_capture_bytes))
         self.root = root
         self.max_capture_bytes = max_capture_bytes
         self.quota_bytes = quota_bytes
