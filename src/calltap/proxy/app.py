@@ -30,6 +30,17 @@ from calltap.proxy.admin import admin_app
 from calltap.proxy.analysis import Workers
 from calltap.proxy.capture import Claim, Opener, Recorder, Sink
 from calltap.proxy.fingerprint import request_fingerprint
+from calltap.proxy.guard import (
+    MAX_HEADER_COUNT,
+    GuardedServer,
+    Refused,
+    RequestTooLarge,
+    head_size,
+    read_prefix,
+    refusal,
+    server_logger,
+    too_large,
+)
 from calltap.proxy.ids import accept_client_id, new_request_id, new_traceparent, parse_traceparent
 from calltap.proxy.logs import make_logger
 from calltap.proxy.metrics import Metrics
@@ -37,19 +48,13 @@ from calltap.proxy.pairing import PairingBook
 from calltap.proxy.pairs import Pairs, Recording, body_extension
 from calltap.proxy.relay import (
     COMPLETE,
-    MAX_HEADER_COUNT,
     REQUEST_TOO_LARGE,
     SHUTDOWN,
-    GuardedServer,
     Headers,
     Leg,
-    Refused,
-    RequestTooLarge,
     Upstream,
     forwardable,
-    refusal,
     relay,
-    server_logger,
 )
 
 REQUEST_ID = "X-Request-ID"
@@ -303,7 +308,7 @@ class Calltap:
             return self._refuse(side, 431, "request_header_fields_too_large",
                                 f"a request header's name and value take {longest} bytes,"
                                 f" more than {self.config.max_header_line}")
-        head = _head_size(request)
+        head = head_size(request)
         if head > self.config.max_header_bytes:
             return self._refuse(side, 431, "request_header_fields_too_large",
                                 f"the request line and headers take {head} bytes, more than"
@@ -316,13 +321,13 @@ class Calltap:
         limit = self.config.max_request_body
         declared = request.content_length
         if limit and declared is not None and declared > limit:
-            return self._refuse(side, 413, REQUEST_TOO_LARGE, _too_large(limit))
+            return self._refuse(side, 413, REQUEST_TOO_LARGE, too_large(limit))
         if (request.version == HttpVersion11
                 and request.headers.get("Expect", "").lower() == "100-continue"):
             await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             request.writer.output_size = 0
         try:
-            return await _read_prefix(request, self.config.max_fingerprint_body, limit)
+            return await read_prefix(request, self.config.max_fingerprint_body, limit)
         except RequestTooLarge as exc:
             return self._refuse(side, 413, REQUEST_TOO_LARGE, str(exc))
 
@@ -515,36 +520,6 @@ def _response_sink(recorder: Recorder, recording: Recording | None,
     return lambda leg: recorder.sink(claim, f"{stem}.{body_extension(leg.content_type)}")
 
 
-def _head_size(request: web.BaseRequest) -> int:
-    """The request line and header lines as they came on the wire, CRLFs included."""
-    line = len(f"{request.method} {request.raw_path} HTTP/1.1\r\n")
-    return line + sum(len(name) + len(value) + 4 for name, value in request.raw_headers)
-
-
-def _too_large(limit: int) -> str:
-    return f"the request body is larger than {limit} bytes (max_request_body)"
-
-
-async def _read_prefix(request: web.BaseRequest, limit: int,
-                       max_body: int) -> tuple[bytes, bool]:
-    """Up to `limit` bytes of the request body, and whether that is the whole body. Raises
-    RequestTooLarge when the body crosses `max_body` (0: no limit) meanwhile."""
-    if not request.body_exists:
-        return b"", True
-    chunks: list[bytes] = []
-    size = 0
-    content = request.content
-    while size <= limit:
-        chunk = await content.readany()
-        if not chunk:
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-        if max_body and size > max_body:
-            raise RequestTooLarge(_too_large(max_body))
-    return b"".join(chunks), False
-
-
 def _request_body(request: web.BaseRequest, prefix: bytes, whole: bool, sink: Sink | None,
                   headers: Headers, max_body: int) -> bytes | AsyncIterator[bytes] | None:
     """What to send upstream: the body already read, or that prefix and then the rest as it
@@ -564,7 +539,7 @@ async def _stream_rest(prefix: bytes, content: StreamReader, sink: Sink | None,
     async for chunk in content.iter_any():
         size += len(chunk)
         if max_body and size > max_body:
-            raise RequestTooLarge(_too_large(max_body))
+            raise RequestTooLarge(too_large(max_body))
         if sink is not None:
             sink.write(chunk)
         yield chunk
