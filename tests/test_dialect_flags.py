@@ -22,7 +22,8 @@ from calltap.fakes import anthropic_messages
 from calltap.fakes.gateway import decode, serialize
 from calltap.fakes.model import answer
 from calltap.fakes.provider import TOOLS_REQUEST, stream_events
-from calltap.fakes.translate import FromMessages, to_messages
+from calltap.fakes.translate import FromMessages
+from calltap.fakes.translate_request import to_messages
 from calltap.sse import parse
 from calltap.transcript import Capture
 

@@ -37,12 +37,8 @@ from calltap.fakes.provider import (
     WEATHER_TOOL,
     stream_events,
 )
-from calltap.fakes.translate import (
-    ANTHROPIC_VERSION,
-    DEFAULT_MAX_TOKENS,
-    LOSE_SECOND_TOOL_USE,
-    TARGETS,
-)
+from calltap.fakes.translate import ANTHROPIC_VERSION, LOSE_SECOND_TOOL_USE, TARGETS
+from calltap.fakes.translate_request import DEFAULT_MAX_TOKENS
 from calltap.sse import parse
 from calltap.transcript import Capture, Transcript
 
