@@ -58,8 +58,6 @@ from calltap.proxy.relay import (
 )
 
 REQUEST_ID = "X-Request-ID"
-NOT_FORWARDED = frozenset({"x-request-id", "expect"})
-"""Request headers the front replaces (the id) or that only concern this hop (Expect)."""
 FINGERPRINT_INLINE_BYTES = 256 * 1024
 HOUSEKEEPING_INTERVAL = 1.0
 QUOTA_RESCAN_INTERVAL = 30.0
@@ -356,7 +354,7 @@ class Calltap:
                 kind = "other" if not compared else ("pair" if paired else "single")
                 recording = self.pairs.open_recording(key, claim, kind)
         headers = [(n, v) for n, v in forwardable(request.headers.items())
-                   if n.lower() not in NOT_FORWARDED]
+                   if n.lower() != "x-request-id"]
         headers.append((REQUEST_ID, key))
         traceparent = request.headers.get("traceparent")
         if traceparent is None:
@@ -387,8 +385,7 @@ class Calltap:
             return admitted
         prefix, whole = admitted
         compared = self._is_compared(request.path)
-        headers = [(n, v) for n, v in forwardable(request.headers.items())
-                   if n.lower() != "expect"]
+        headers = forwardable(request.headers.items())
         leg = Leg("upstream", request.method, request.path, list(request.headers.items()),
                   started)
         key = accept_client_id(request.headers.get(REQUEST_ID)) or ""

@@ -31,9 +31,10 @@ from calltap.proxy.guard import RequestTooLarge, error_body
 
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-     "upgrade", "host"}
+     "upgrade", "host", "expect"}
 )
-"""RFC 9110 §7.6.1 hop-by-hop headers, plus Host (rewritten for the upstream)."""
+"""RFC 9110 §7.6.1 hop-by-hop headers, plus Host (rewritten for the upstream) and Expect (the
+listener answers `100-continue` itself, so the next hop must not wait to do it again)."""
 AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 """Headers aiohttp's client would invent; skipped unless the caller sent them."""
 
