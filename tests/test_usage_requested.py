@@ -123,6 +123,9 @@ def test_compare_and_scan_read_the_recorded_client_request(
     tmp_path: Path, request_file: str | None, verdict: str
 ) -> None:
     pair = _recording(tmp_path / "req-1", request_file=request_file)
+    # A request file outside the pair's directory, which a leg naming "../downstream.request"
+    # would reach: it must not be read.
+    (tmp_path / "downstream.request").write_bytes(fixture("downstream.request"))
     compare_run = _cli("compare", pair / "upstream.sse", pair / "downstream.sse")
     assert orjson.loads(compare_run.stdout)["verdict"] == verdict
     scanned = _cli("scan", tmp_path)
