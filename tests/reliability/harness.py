@@ -30,6 +30,7 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
 from calltap.fakes import FakeGateway
 from calltap.fakes.provider import CHAT_PATH, CREATED, DONE
@@ -38,9 +39,6 @@ from calltap.fakes.server import LoopbackServer
 MIB = 1024 * 1024
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
-METRIC_LINE = re.compile(r"^(calltap_\w+)(\{[^}]*\})? (\S+)$", re.MULTILINE)
-
-
 def raise_fd_limit(wanted: int) -> int:
     """Raise this process's soft limit on open files towards `wanted` (never past the hard
     limit); subprocesses inherit it. Returns the soft limit now in force."""
@@ -154,9 +152,14 @@ def proc_fds(pid: int) -> list[str]:
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text as {'name{labels}': value}."""
-    return {name + (labels or ""): float(value)
-            for name, labels, value in METRIC_LINE.findall(text)}
+    """Prometheus text as {'name{labels}': value}, read by prometheus-client's own parser."""
+    return {
+        sample.name + (
+            "{" + ",".join(f'{k}="{v}"' for k, v in sample.labels.items()) + "}"
+            if sample.labels else ""): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 @dataclass
