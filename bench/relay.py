@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import signal
 import sys
 import tempfile
@@ -55,6 +54,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from relay_load import LoadClient, Outcome, workload
@@ -78,8 +78,6 @@ MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_thresho
 """Given to every server: see --default-malloc."""
 DRAIN_TIMEOUT = 120.0
 DRAIN_POLL = 0.1
-PAIRS_LINE = re.compile(r'^calltap_pairs_total\{verdict="([^"]+)"\} (\S+)$', re.MULTILINE)
-FAILURES_LINE = re.compile(r"^calltap_capture_failures_total (\S+)$", re.MULTILINE)
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
@@ -169,6 +167,19 @@ def topology(fleet: Fleet, name: str, provider: Server) -> Iterator[Topology]:
 # -- calltap's comparison backlog ------------------------------------------------------------
 
 
+def comparison_progress(metrics: str) -> tuple[dict[str, float], float]:
+    """From calltap's /metrics text: pairs compared by verdict, and capture failures."""
+    verdicts: dict[str, float] = {}
+    failures = 0.0
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == "calltap_pairs_total":
+                verdicts[sample.labels["verdict"]] = sample.value
+            elif sample.name == "calltap_capture_failures_total":
+                failures = sample.value
+    return verdicts, failures
+
+
 class Backlog:
     """Reads calltap's /metrics (one keep-alive connection) to wait for its comparisons."""
 
@@ -180,9 +191,7 @@ class Backlog:
         """Pairs compared so far by verdict, and capture failures."""
         async with self.session.get(admin + "/metrics") as response:
             text = await response.text()
-        verdicts = {verdict: float(value) for verdict, value in PAIRS_LINE.findall(text)}
-        failures = FAILURES_LINE.search(text)
-        return verdicts, float(failures[1]) if failures else 0.0
+        return comparison_progress(text)
 
     async def drained(self, place: Topology) -> float | None:
         """Wait until calltap has compared (or failed to record) every pair it was sent; the

@@ -66,7 +66,7 @@ from rich.table import Table
 from yarl import URL
 
 from calltap.fakes.provider import CHAT_PATH
-from relay import FAILURES_LINE, PAIRS_LINE, Fleet, Topology, topology
+from relay import Fleet, Topology, comparison_progress, topology
 from relay_load import REQUEST_TIMEOUT, LoadClient, Outcome, Workload, workload
 from relay_procs import Server, server_env
 
@@ -233,10 +233,8 @@ class Admin:
 
     async def done(self) -> tuple[float, float]:
         """(pairs compared, capture failures) so far."""
-        text = await self.metrics()
-        failures = FAILURES_LINE.search(text)
-        return (sum(float(value) for _, value in PAIRS_LINE.findall(text)),
-                float(failures[1]) if failures else 0.0)
+        verdicts, failures = comparison_progress(await self.metrics())
+        return sum(verdicts.values()), failures
 
     async def drained(self, sent: int) -> tuple[float, float]:
         """Wait until calltap has compared (or failed to record) `sent` pairs."""
