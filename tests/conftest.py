@@ -1,13 +1,23 @@
-"""Suite-wide settings: property tests judge behaviour, never speed.
+"""Suite-wide settings and fixtures: property tests judge behaviour, never speed.
 
 No deadline: a loaded 2-core machine must not fail a correct example. Under CI the examples are
 derandomized, so a run is repeatable; on a developer's machine each run explores new ones.
+`client` is an HTTP client that hands back the bytes as they came (no decompression).
 """
 
 import os
+from collections.abc import AsyncIterator
 
+import aiohttp
+import pytest
 from hypothesis import settings
 
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        yield session

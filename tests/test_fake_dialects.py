@@ -79,12 +79,6 @@ async def provider() -> AsyncIterator[FakeProvider]:
         yield fake
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(auto_decompress=False) as session:
-        yield session
-
-
 async def post(
     client: aiohttp.ClientSession, url: str, request: dict[str, Any], **headers: str
 ) -> tuple[aiohttp.ClientResponse, bytes]:

@@ -74,12 +74,6 @@ async def gateway(provider: FakeProvider) -> AsyncIterator[FakeGateway]:
         yield fake
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(auto_decompress=False) as session:
-        yield session
-
-
 async def post(
     client: aiohttp.ClientSession, base: str, request: dict[str, Any], **headers: str
 ) -> tuple[aiohttp.ClientResponse, bytes]:

@@ -318,11 +318,6 @@ async def topology(
     return {"tap": tap, "provider": provider_script, "gateway": gateway_script}
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    session = aiohttp.ClientSession(auto_decompress=False)
-    yield session
-    await session.close()
 
 
 async def post_chat(
