@@ -18,12 +18,14 @@ class Code(StrEnum):
     TOOL_ARGUMENTS_INVALID = "TOOL_ARGUMENTS_INVALID"
     TOOL_CALL_INDEX_MISSING = "TOOL_CALL_INDEX_MISSING"
     TOOL_CALL_ID_CONFLICT = "TOOL_CALL_ID_CONFLICT"
+    TOOL_CALL_INDEX_GAP = "TOOL_CALL_INDEX_GAP"
     TEXT_CHANGED = "TEXT_CHANGED"
     FINISH_REASON_MISSING = "FINISH_REASON_MISSING"
     FINISH_REASON_CHANGED = "FINISH_REASON_CHANGED"
     DONE_MISSING = "DONE_MISSING"
     ERROR_IN_STREAM = "ERROR_IN_STREAM"
     ERROR_DROPPED = "ERROR_DROPPED"
+    STREAM_RESTARTED = "STREAM_RESTARTED"
     CHOICE_DROPPED = "CHOICE_DROPPED"
     CHOICE_ADDED = "CHOICE_ADDED"
     USAGE_MISSING = "USAGE_MISSING"
@@ -36,6 +38,7 @@ class Code(StrEnum):
     DUPLICATE_KEY = "DUPLICATE_KEY"
     NON_FINITE_NUMBER = "NON_FINITE_NUMBER"
     JSON_INVALID = "JSON_INVALID"
+    FRAME_INVALID = "FRAME_INVALID"
 
     @property
     def severity(self) -> Severity:
@@ -54,12 +57,14 @@ SEVERITY: dict[Code, Severity] = {
     Code.TOOL_ARGUMENTS_INVALID: Severity.FATAL,
     Code.TOOL_CALL_INDEX_MISSING: Severity.FATAL,
     Code.TOOL_CALL_ID_CONFLICT: Severity.FATAL,
+    Code.TOOL_CALL_INDEX_GAP: Severity.FATAL,
     Code.TEXT_CHANGED: Severity.FATAL,
     Code.FINISH_REASON_MISSING: Severity.FATAL,
     Code.FINISH_REASON_CHANGED: Severity.FATAL,
     Code.DONE_MISSING: Severity.FATAL,
     Code.ERROR_IN_STREAM: Severity.FATAL,
     Code.ERROR_DROPPED: Severity.FATAL,
+    Code.STREAM_RESTARTED: Severity.FATAL,
     Code.CHOICE_DROPPED: Severity.FATAL,
     Code.CHOICE_ADDED: Severity.FATAL,
     Code.USAGE_MISSING: Severity.NEGOTIABLE,
@@ -72,6 +77,7 @@ SEVERITY: dict[Code, Severity] = {
     Code.DUPLICATE_KEY: Severity.WARNING,
     Code.NON_FINITE_NUMBER: Severity.WARNING,
     Code.JSON_INVALID: Severity.WARNING,
+    Code.FRAME_INVALID: Severity.WARNING,
 }
 
 EXPLANATION: dict[Code, str] = {
@@ -82,12 +88,20 @@ EXPLANATION: dict[Code, str] = {
     Code.TOOL_ARGUMENTS_INVALID: "a call's joined argument fragments are not valid JSON",
     Code.TOOL_CALL_INDEX_MISSING: "a streamed tool-call delta carries no index",
     Code.TOOL_CALL_ID_CONFLICT: "a new call id arrived on a tool-call index already in use",
+    Code.TOOL_CALL_INDEX_GAP: (
+        "streamed tool-call indexes of a choice do not run 0, 1, 2, … in order of first"
+        " appearance: list-based stream accumulators fail"
+    ),
     Code.TEXT_CHANGED: "the assistant text differs (truncation included)",
     Code.FINISH_REASON_MISSING: "the stream ended without a finish reason",
     Code.FINISH_REASON_CHANGED: "the finish reasons differ",
     Code.DONE_MISSING: "the terminal marker of the stream is missing",
     Code.ERROR_IN_STREAM: "an error object arrived inside a 200 response",
     Code.ERROR_DROPPED: "an error object the provider sent never reached the client",
+    Code.STREAM_RESTARTED: (
+        "the message started again inside one stream after content began: a retried attempt"
+        " spliced into the stream"
+    ),
     Code.CHOICE_DROPPED: "a choice the provider sent is missing downstream",
     Code.CHOICE_ADDED: "a choice appears downstream that the provider never sent",
     Code.USAGE_MISSING: "usage is absent downstream",
@@ -100,4 +114,5 @@ EXPLANATION: dict[Code, str] = {
     Code.DUPLICATE_KEY: "a JSON object with a repeated key",
     Code.NON_FINITE_NUMBER: "NaN or Infinity in a JSON payload",
     Code.JSON_INVALID: "a data payload that is not JSON",
+    Code.FRAME_INVALID: "a binary frame with a wrong length or CRC: unreadable past it",
 }
