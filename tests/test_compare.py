@@ -58,7 +58,7 @@ def test_seed_one_of_two_interleaved_calls_is_dropped() -> None:
     assert "clock" in dropped.detail
 
 
-def test_seed_with_new_ids_and_swapped_indexes_is_equal_with_cosmetic_findings() -> None:
+def test_seed_with_new_ids_and_calls_in_the_other_order_is_equal_with_cosmetic_findings() -> None:
     comparison = compare_captures(
         Capture((FIXTURES / "seed.upstream.sse").read_bytes()),
         Capture((FIXTURES / "seed.remapped.sse").read_bytes()),
@@ -211,7 +211,8 @@ SEPARATORS = st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : ")])
 
 @st.composite
 def rendering(draw: st.DrawFn, calls: list[tuple[str, dict]], text: str) -> bytes:
-    """One faithful way to stream `text` then `calls`: any ids, indexes, key order, chunking."""
+    """One faithful way to stream `text` then `calls`: any ids, call order, key order, chunking.
+    Indexes follow the order in which the calls start, as clients need (TOOL_CALL_INDEX_GAP)."""
     texts = []
     for _, arguments in calls:
         order = draw(st.permutations(list(arguments)))
@@ -224,12 +225,13 @@ def rendering(draw: st.DrawFn, calls: list[tuple[str, dict]], text: str) -> byte
     cuts = [draw(st.lists(st.integers(1, max(1, len(t) - 1)), max_size=5)) for t in texts]
     text_cuts = draw(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=5))
     tag = draw(st.text("abcdef0123456789", min_size=4, max_size=8))
-    indexes = draw(st.permutations(range(len(calls))))
+    order = draw(st.permutations(range(len(calls))))
+    rendered = [(calls[k][0], texts[k]) for k in order]
     return tool_call_stream(
-        [(name, arguments) for (name, _), arguments in zip(calls, texts, strict=True)],
-        ids=[f"call_{tag}_{k}" for k in range(len(calls))],
-        indexes=list(indexes),
-        cuts=cuts,
+        rendered,
+        ids=[f"call_{tag}_{k}" for k in order],
+        indexes=list(range(len(calls))),
+        cuts=[cuts[k] for k in order],
         interleave=draw(st.booleans()),
         text_parts=split(text, text_cuts) if text else (),
     )

@@ -107,7 +107,7 @@ def test_deltas_without_index_start_a_call_on_a_new_id_and_otherwise_continue_th
     assert finding.position == Position(0, 0)
 
 
-def test_whole_call_in_one_delta_with_index_after_function_and_first_index_one() -> None:
+def test_whole_call_in_one_delta_with_index_after_function_and_first_index_one_is_a_gap() -> None:
     body = finished(
         chunk([delta(content="Let me check.")]),
         tool_chunk(
@@ -122,7 +122,8 @@ def test_whole_call_in_one_delta_with_index_after_function_and_first_index_one()
     (call,) = transcript.choices[0].tool_calls
     assert (call.index, call.fragments, call.decoded.value) == (1, 1, {"city": "Oslo"})
     assert transcript.choices[0].text == "Let me check."
-    assert transcript.findings == []
+    (gap,) = transcript.findings
+    assert (gap.code, gap.choice, gap.count) == (Code.TOOL_CALL_INDEX_GAP, 0, 1)
 
 
 def test_empty_arguments_decode_as_an_empty_object_without_a_finding() -> None:

@@ -11,8 +11,9 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
   (upstream without one and downstream "stop" is a masked upstream EOF, and is reported too);
   downstream without one is FINISH_REASON_MISSING alone.
 - A side defect (FINISH_REASON_MISSING, DONE_MISSING, ERROR_IN_STREAM, TOOL_CALL_INDEX_MISSING,
-  TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT) is a divergence only when it is present downstream
-  and not upstream with the same code and choice: the gateway cannot be blamed for what it was sent.
+  TOOL_CALL_INDEX_GAP, TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT, STREAM_RESTARTED) is a
+  divergence only when it is present downstream and not upstream with the same code and choice:
+  the gateway cannot be blamed for what it was sent.
 - ERROR_DROPPED when upstream carried an error object and downstream carries none in any shape:
   the client never learned that the provider failed.
 - USAGE_MISSING when only upstream had usage, USAGE_CHANGED when the counts differ, including
@@ -22,6 +23,10 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
   it, which is what that client asked for.
 Every warning of either side joins the findings. Verdict: inconclusive on any warning, else
 diverged on any fatal or negotiable finding, else equal.
+
+A side that could not be read at all (no dialect recognized, an undecodable body) has nothing to
+compare with: such a comparison holds the warnings alone, and is inconclusive. Each side's own
+findings still stand in its transcript.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from itertools import pairwise
 from typing import Literal
 
 from calltap.codes import Code, Severity
-from calltap.dialects import openai_chat, transcribe
+from calltap.dialects import UNKNOWN, openai_chat, transcribe
 from calltap.transcript import Capture, Choice, Finding, Side, ToolCall, Transcript, Usage
 
 ComparisonVerdict = Literal["equal", "diverged", "inconclusive"]
@@ -48,6 +53,8 @@ SIDE_DEFECTS = frozenset(
         Code.TOOL_CALL_INDEX_MISSING,
         Code.TOOL_ARGUMENTS_INVALID,
         Code.TOOL_CALL_ID_CONFLICT,
+        Code.TOOL_CALL_INDEX_GAP,
+        Code.STREAM_RESTARTED,
     }
 )
 BREAKING = frozenset({Severity.FATAL, Severity.NEGOTIABLE})
@@ -84,6 +91,24 @@ def compare(
     """Compare what the provider sent (upstream) with what the client got (downstream);
     `usage_requested` False means the client's request asked for no usage."""
     findings: list[Finding] = []
+    if readable(upstream) and readable(downstream):
+        findings.extend(_cross_side(upstream, downstream, usage_requested))
+    findings.extend(_warnings(upstream.findings, "upstream"))
+    findings.extend(_warnings(downstream.findings, "downstream"))
+    verdict: ComparisonVerdict = COMPARISON_VERDICTS[_worst(findings)]
+    return Comparison(verdict, upstream, downstream, findings)
+
+
+def readable(transcript: Transcript) -> bool:
+    """False for a body no dialect could read: nothing it says can be compared."""
+    return transcript.dialect != UNKNOWN
+
+
+def _cross_side(
+    upstream: Transcript, downstream: Transcript, usage_requested: bool
+) -> list[Finding]:
+    """What the gateway changed: choices, calls, text, finish, side defects, errors, usage."""
+    findings: list[Finding] = []
     for index in sorted(upstream.choices.keys() | downstream.choices.keys()):
         up, down = upstream.choices.get(index), downstream.choices.get(index)
         if down is None:
@@ -97,10 +122,7 @@ def compare(
     findings.extend(_side_defects(upstream, downstream))
     findings.extend(_dropped_errors(upstream, downstream))
     findings.extend(_compare_usage(upstream, downstream, usage_requested))
-    findings.extend(_warnings(upstream.findings, "upstream"))
-    findings.extend(_warnings(downstream.findings, "downstream"))
-    verdict: ComparisonVerdict = COMPARISON_VERDICTS[_worst(findings)]
-    return Comparison(verdict, upstream, downstream, findings)
+    return findings
 
 
 def check(transcript: Transcript) -> Check:

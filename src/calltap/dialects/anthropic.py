@@ -15,6 +15,12 @@ How a stream is read, the way the SDKs' message accumulators read it:
   (`server_tool_use`, `mcp_tool_use`) run at the provider and are not calls the client makes.
 - A tool block that never gets its `content_block_stop` is a cut call (the max_tokens case): it is
   TOOL_ARGUMENTS_INVALID even when the fragments that arrived happen to decode.
+- `message_start.message` is the SDKs' starting snapshot: content blocks already inside it (server
+  tool use puts whole `tool_use` blocks there) are delivered whole, at their positions in
+  `content`, with no `content_block_start`/`stop` of their own.
+- A second `message_start` after content began is STREAM_RESTARTED: a retried attempt spliced into
+  the client's stream. Its blocks are read on top of the first message's, as an SDK that ignores
+  the second start would read them.
 - `message_delta` carries `stop_reason`, normalized: end_turn and stop_sequence → stop,
   max_tokens → length, tool_use → tool_calls, refusal → content_filter; pause_turn and
   model_context_window_exceeded → length, since in both the answer stopped before it was done and
@@ -129,6 +135,7 @@ class _Reducer(SingleChoiceReducer[_Block]):
             if block is not None:
                 block.closed = True
         elif kind == "message_start":
+            self.restarted(event)
             message = payload.get("message")
             if message.__class__ is dict:
                 self.message(message, event)
@@ -151,27 +158,32 @@ class _Reducer(SingleChoiceReducer[_Block]):
         if content.__class__ is list:
             for index, block in enumerate(content):
                 if block.__class__ is dict:
-                    self.content(index, block, event)
+                    self.content(index, block, event, whole=True)
         self.stop_reason(message.get("stop_reason"), event)
         self.take_usage(message.get("usage"), event)
 
     def block_start(self, payload: dict[str, Any], event: Event) -> None:
+        self.began = True
         block = payload.get("content_block")
         index = payload.get("index")
         if block.__class__ is dict and index.__class__ is int:
             self.start(event)
-            self.content(index, block, event)
+            self.content(index, block, event, whole=False)
 
-    def content(self, index: int, block: dict[str, Any], event: Event | None) -> None:
-        """A content block as it starts (stream) or whole (JSON body)."""
+    def content(
+        self, index: int, block: dict[str, Any], event: Event | None, *, whole: bool
+    ) -> None:
+        """A content block as it starts (`content_block_start`), or whole (a JSON body, or the
+        snapshot `message_start` carries)."""
         kind = block.get("type")
         if kind == "text":
             self.take_text(block.get("text"), event)
         elif kind == "tool_use":
             tool = self.calls[index] = _Block(index, block, position_of(event))
-            tool.closed = event is None
+            tool.closed = whole
 
     def delta(self, payload: dict[str, Any], event: Event) -> None:
+        self.began = True
         delta = payload.get("delta")
         if delta.__class__ is not dict:
             return

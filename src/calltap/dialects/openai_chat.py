@@ -11,6 +11,11 @@ How a stream is read, the way a careful client reads it:
   first such delta, with the number of such deltas as its count). It starts a new call when it
   carries an id that differs from the latest call's id (or when there is no call yet), and
   otherwise continues the latest call, as clients that tolerate such streams do.
+- A streamed choice's tool-call indexes must run 0, 1, 2, … in order of first appearance: the
+  official SDKs' stream accumulators keep calls in a list indexed by it, and a call first seen at
+  1 with none at 0 (a translator that kept the provider's output or block index), or a skipped
+  index, makes them fail. Each index first seen elsewhere than the next free place counts in one
+  TOOL_CALL_INDEX_GAP per choice, at the first such delta. A JSON body's calls have no index.
 - A legacy `delta.function_call` accumulates into the call at index 0.
 - `choices: []` chunks (usage, Azure's `prompt_filter_results` preamble) and `usage: null` on every
   chunk are normal; the last non-null usage wins.
@@ -92,7 +97,7 @@ class _Call(PendingCall):
 
 
 class _Choice:
-    __slots__ = ("calls", "choice", "index_missing", "latest", "text")
+    __slots__ = ("calls", "choice", "index_gap", "index_missing", "latest", "text")
 
     def __init__(self, choice: Choice) -> None:
         self.choice = choice
@@ -100,6 +105,7 @@ class _Choice:
         self.calls: dict[int, _Call] = {}
         self.latest: _Call | None = None
         self.index_missing: Finding | None = None
+        self.index_gap: Finding | None = None
 
 
 class _Reducer(Reducer):
@@ -241,11 +247,14 @@ class _Reducer(Reducer):
         if call_id.__class__ is not str:
             call_id = None
         index = fragment.get("index")
+        streamed_index = event is not None and index.__class__ is int
         if index.__class__ is not int:
             index = order if event is None else self.without_index(state, call_id, event)
         call = state.calls.get(index)
         if call is None:
             position = position_of(event)
+            if streamed_index and index != len(state.calls):
+                self.index_gap(state, index, position)
             call = state.calls[index] = _Call(index, call_id, function.get("name"), position)
             return call
         if call_id and call.id and call_id != call.id:
@@ -263,6 +272,22 @@ class _Reducer(Reducer):
         if not call.name and name.__class__ is str:
             call.name = name
         return call
+
+    def index_gap(self, state: _Choice, index: int, position: Position) -> None:
+        """A call first seen at an index other than the next free place; one finding per choice
+        counts them."""
+        finding = state.index_gap
+        if finding is None:
+            expected = len(state.calls)
+            finding = state.index_gap = Finding(
+                Code.TOOL_CALL_INDEX_GAP,
+                choice=state.choice.index,
+                count=0,
+                position=position,
+                detail=f"index {index} first seen where {expected} was expected",
+            )
+            self.transcript.findings.append(finding)
+        finding.count = (finding.count or 0) + 1
 
     def without_index(self, state: _Choice, call_id: Any, event: Event) -> int:
         """Where a streamed fragment without index goes; one finding per choice counts them."""

@@ -13,6 +13,9 @@ How a stream is read:
   `output_index` (or by `item_id` when that is missing). A call with no delta at all takes the
   arguments of its `.done` event, else of its `response.output_item.done` item, else of the item
   as added.
+- `response.created` carries the SDKs' starting snapshot: output items already in its
+  `response.output` are delivered whole, at their positions. A second `response.created` after
+  content began is STREAM_RESTARTED: a retried attempt spliced into the client's stream.
 - A call never closed (neither `response.function_call_arguments.done` nor
   `response.output_item.done` arrived) is a cut call: TOOL_ARGUMENTS_INVALID even when the
   fragments that arrived happen to decode.
@@ -119,7 +122,14 @@ class _Reducer(SingleChoiceReducer[_Call]):
             call.closed = True
         elif kind in ("response.output_item.added", "response.output_item.done"):
             self.item(kind, payload, event)
-        elif kind in ("response.created", "response.in_progress", "response.queued"):
+        elif kind == "response.created":
+            self.restarted(event)
+            self.start(event)
+            response = payload.get("response")
+            output = response.get("output") if response.__class__ is dict else None
+            if output.__class__ is list:
+                self.output(output, position_of(event))
+        elif kind in ("response.in_progress", "response.queued"):
             self.start(event)
         elif kind == "error":
             error = payload.get("error")
@@ -128,6 +138,7 @@ class _Reducer(SingleChoiceReducer[_Call]):
             record_error(self.transcript, error or payload, self.status, position_of(event))
 
     def item(self, kind: str, payload: dict[str, Any], event: Event) -> None:
+        self.began = True
         item = payload.get("item")
         index = payload.get("output_index")
         if item.__class__ is not dict or item.get("type") != "function_call":
@@ -189,16 +200,20 @@ class _Reducer(SingleChoiceReducer[_Call]):
         output = payload.get("output")
         if output.__class__ is list:
             self.start(None)
-            for index, item in enumerate(output):
-                if item.__class__ is dict:
-                    self.output_item(index, item)
+            self.output(output, BODY)
         self.response(payload, None)
 
-    def output_item(self, index: int, item: dict[str, Any]) -> None:
-        """One whole item of a JSON body's `output`."""
+    def output(self, output: list[Any], position: Position) -> None:
+        """Whole output items: a JSON body's `output`, or the snapshot `response.created` holds."""
+        for index, item in enumerate(output):
+            if item.__class__ is dict:
+                self.output_item(index, item, position)
+
+    def output_item(self, index: int, item: dict[str, Any], position: Position) -> None:
+        """One whole output item."""
         kind = item.get("type")
         if kind == "function_call":
-            call = self.calls[index] = _Call(index, item, BODY)
+            call = self.calls[index] = _Call(index, item, position)
             call.closed = True
         elif kind == "message":
             content = item.get("content")

@@ -15,6 +15,7 @@ from abc import abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
+from calltap.codes import Code
 from calltap.dialects.common import (
     PendingCall,
     Reducer,
@@ -26,7 +27,7 @@ from calltap.dialects.common import (
 )
 from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.sse import Event
-from calltap.transcript import Choice, Position, Transcript
+from calltap.transcript import Choice, Finding, Position, Transcript
 
 
 class EndedCall(PendingCall):
@@ -58,6 +59,9 @@ class SingleChoiceReducer(Reducer, Generic[Call]):
         self.choice: Choice | None = None
         self.text: list[str] = []
         self.calls: dict[int, Call] = {}
+        self.began = False
+        """Content has begun: a block or output item started, or text or a call arrived."""
+        self.restart: Finding | None = None
 
     def stream(self, events: Iterable[Event]) -> Transcript:
         findings = self.transcript.findings
@@ -98,6 +102,18 @@ class SingleChoiceReducer(Reducer, Generic[Call]):
         if self.choice is None:
             self.choice = Choice(index=0, position=position_of(event))
         return self.choice
+
+    def restarted(self, event: Event) -> None:
+        """The message starts (again): after content began, that is a retried attempt spliced
+        into the stream, one STREAM_RESTARTED counting every such start."""
+        if not (self.began or self.text or self.calls):
+            return
+        finding = self.restart
+        if finding is None:
+            finding = self.restart = Finding(Code.STREAM_RESTARTED, choice=0, count=0,
+                                             position=position_of(event))
+            self.transcript.findings.append(finding)
+        finding.count = (finding.count or 0) + 1
 
     def take_text(self, text: Any, event: Event | None) -> None:
         """A piece of the answer's text: a non-empty string, which begins the choice."""

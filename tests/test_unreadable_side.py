@@ -1,0 +1,51 @@
+"""A comparison in which one side could not be read says nothing across the sides.
+
+An upstream in a dialect calltap does not read (an NDJSON stream, a proxy's HTML error page) used to
+give a faithful gateway a fatal CHOICE_ADDED. Now such a comparison holds only the warnings, so it
+is inconclusive; each side's own findings stay in its transcript.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calltap.codes import Code, Severity
+from calltap.compare import compare_captures
+from calltap.transcript import Capture
+from fixtures.chat_stream import call_start, chunk, delta, sse
+
+NDJSON = (
+    b'{"model":"llama3.2","created_at":"2026-12-01T10:00:00Z","message":{"role":"assistant",'
+    b'"content":"","tool_calls":[{"function":{"name":"weather","arguments":{"city":"Oslo"}}}]},'
+    b'"done":false}\n'
+    b'{"model":"llama3.2","created_at":"2026-12-01T10:00:01Z","message":{"role":"assistant",'
+    b'"content":""},"done":true,"done_reason":"stop","prompt_eval_count":12,"eval_count":9}\n'
+)
+HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>\n"
+
+
+def chat_with_gap() -> bytes:
+    """A readable downstream with a defect of its own: its one call at index 1."""
+    return sse(
+        [
+            chunk([delta(tool_calls=[call_start(1, "call_1", "weather", '{"city": "Oslo"}')])]),
+            chunk([delta(finish_reason="tool_calls")]),
+        ]
+    )
+
+
+@pytest.mark.parametrize("unreadable", [NDJSON, HTML], ids=["ndjson", "html"])
+@pytest.mark.parametrize("side", ["upstream", "downstream"])
+def test_an_unreadable_side_leaves_only_warnings_and_each_sides_own_findings(
+    unreadable: bytes, side: str
+) -> None:
+    readable = Capture(chat_with_gap())
+    captures = {"upstream": readable, "downstream": readable, side: Capture(unreadable)}
+    comparison = compare_captures(captures["upstream"], captures["downstream"])
+    assert comparison.verdict == "inconclusive"
+    assert comparison.findings[0].code is Code.JSON_INVALID
+    assert {(f.severity, f.side) for f in comparison.findings} == {(Severity.WARNING, side)}
+    other = comparison.downstream if side == "upstream" else comparison.upstream
+    assert [f.code for f in other.findings if f.severity is Severity.FATAL] == [
+        Code.TOOL_CALL_INDEX_GAP
+    ]
