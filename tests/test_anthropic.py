@@ -259,5 +259,6 @@ WELL_FORMED = [
 
 def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
     for _, payloads in damaged(WELL_FORMED, depth=2):
-        for body in (sse(payloads), json.dumps(payloads[0]["message"]).encode()):
-            assert_survives(read(body, path="/v1/messages"), "anthropic.messages")
+        assert_survives(read(sse(payloads), path="/v1/messages"), "anthropic.messages")
+        whole = json.dumps(payloads[0]["message"]).encode()
+        assert_survives(read(whole, dialect="anthropic.messages"), "anthropic.messages")

@@ -21,6 +21,9 @@ NDJSON = (
     b'{"model":"llama3.2","created_at":"2026-12-01T10:00:01Z","message":{"role":"assistant",'
     b'"content":""},"done":true,"done_reason":"stop","prompt_eval_count":12,"eval_count":9}\n'
 )
+ONE_LINE = NDJSON.splitlines(keepends=True)[1]
+"""One NDJSON line is a JSON object, but of no dialect calltap reads, whatever the path says."""
+CHAT = "/v1/chat/completions"
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>\n"
 
 
@@ -34,13 +37,13 @@ def chat_with_gap() -> bytes:
     )
 
 
-@pytest.mark.parametrize("unreadable", [NDJSON, HTML], ids=["ndjson", "html"])
+@pytest.mark.parametrize("unreadable", [NDJSON, ONE_LINE, HTML], ids=["ndjson", "line", "html"])
 @pytest.mark.parametrize("side", ["upstream", "downstream"])
 def test_an_unreadable_side_leaves_only_warnings_and_each_sides_own_findings(
     unreadable: bytes, side: str
 ) -> None:
-    readable = Capture(chat_with_gap())
-    captures = {"upstream": readable, "downstream": readable, side: Capture(unreadable)}
+    readable = Capture(chat_with_gap(), path=CHAT)
+    captures = {"upstream": readable, "downstream": readable, side: Capture(unreadable, CHAT)}
     comparison = compare_captures(captures["upstream"], captures["downstream"])
     assert comparison.verdict == "inconclusive"
     assert comparison.findings[0].code is Code.JSON_INVALID

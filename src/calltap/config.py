@@ -19,6 +19,7 @@ from typing import Any
 
 from yarl import URL
 
+from calltap.dialects import COMPARED_PATHS
 from calltap.proxy.redact import BodyMasker
 
 Address = tuple[str, int]
@@ -54,8 +55,9 @@ class Config:
     authentication and the recordings hold prompts and answers, so exposing them is a choice
     made explicitly (`--allow-remote`)."""
     recordings: Path = Path("recordings")
-    compared_paths: tuple[str, ...] = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
-    """Request paths whose legs are paired and compared; everything else is only relayed."""
+    compared_paths: tuple[str, ...] = COMPARED_PATHS
+    """Request-path suffixes whose legs are paired and compared (by default every dialect's
+    endpoints); everything else is only relayed."""
     record_other: bool = False
     """Also record requests to paths that are not compared."""
     pairing_window: float = 30.0

@@ -185,6 +185,8 @@ class GatewayScript:
     retry_first: bool = False
     cut_after: int | None = None
     """End the client's response cleanly after this many bytes (a truncating gateway)."""
+    replace: tuple[bytes, bytes] | None = None
+    """Replace these bytes in each chunk it relays (a gateway that rewrites what it forwards)."""
     calls: int = 0
 
 
@@ -212,6 +214,8 @@ async def gateway_handler(
         sent = 0
         try:
             async for chunk in upstream.content.iter_any():
+                if script.replace is not None:
+                    chunk = chunk.replace(*script.replace)
                 if script.cut_after is not None and sent + len(chunk) > script.cut_after:
                     await response.write(chunk[: script.cut_after - sent])
                     break

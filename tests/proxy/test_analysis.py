@@ -24,12 +24,15 @@ from calltap.transcript import Capture
 CHAT = "/v1/chat/completions"
 
 
-def leg(name: str) -> dict[str, Any]:
-    return {"file": name, "bytes": None, "sha256": None, "status": 200}
+def leg(name: str, ended: str = "complete") -> dict[str, Any]:
+    return {"file": name, "bytes": None, "sha256": None, "status": 200, "ended": ended}
 
 
 def job(directory: Path, upstream: bytes, downstream: bytes, *,
-        encoding: str | None = None) -> Job:
+        encoding: str | None = None, downstream_ended: str = "complete",
+        relayed: int | None = None) -> Job:
+    """A comparison job; the downstream leg ended as `downstream_ended` after relaying
+    `relayed` bytes (all it recorded by default)."""
     (directory / "upstream.sse").write_bytes(upstream)
     (directory / "downstream.sse").write_bytes(downstream)
     spec = {"request_file": None, "path": CHAT, "content_encoding": encoding, "status": 200,
@@ -38,11 +41,14 @@ def job(directory: Path, upstream: bytes, downstream: bytes, *,
         "directory": str(directory),
         "files": ["upstream.sse", "downstream.sse"],
         "mask_patterns": [],
-        "upstream": {"file": "upstream.sse", **spec},
-        "downstream": {"file": "downstream.sse", **spec},
+        "upstream": {"file": "upstream.sse", **spec, "ended": "complete",
+                     "bytes_relayed": len(upstream)},
+        "downstream": {"file": "downstream.sse", **spec, "ended": downstream_ended,
+                       "bytes_relayed": len(downstream) if relayed is None else relayed},
         "mode": "compare",
-        "document": {"request_id": "r", "legs": {"downstream": leg("downstream.sse"),
-                                                  "upstream": leg("upstream.sse")},
+        "document": {"request_id": "r",
+                     "legs": {"downstream": leg("downstream.sse", downstream_ended),
+                              "upstream": leg("upstream.sse")},
                      "comparison": None},
     }
 

@@ -35,5 +35,8 @@ async def test_back_only_checks_the_upstream_leg_and_logs_defects(
     assert pair["orphaned"] is False
     assert pair["check"]["verdict"] == "defective"
     assert pair["legs"]["upstream"]["file"] == "upstream.sse"
-    codes = {line["code"] for line in log.lines("divergence")}
-    assert "DONE_MISSING" in codes
+    defects = log.lines("leg.defect")
+    assert [(line["code"], line["side"], line["request_id"]) for line in defects] == [
+        ("DONE_MISSING", "upstream", "gw-7")
+    ]
+    assert log.lines("divergence") == []

@@ -3,8 +3,10 @@
 `transcribe(capture)` undoes the Content-Encoding (gzip, deflate, identity; a list is undone right
 to left), reads a body that starts with `{` (after whitespace or a BOM) as JSON and anything else
 as an event stream, detects the dialect from the content, falls back to the request path when the
-content says nothing (an empty stream, a stream of errors), and hands the events or the JSON value
-to that dialect's reducer.
+content says nothing (an empty stream, a stream of errors, a JSON error body), and hands the
+events or the JSON value to that dialect's reducer. A JSON body that is neither a known dialect's
+nor an error, or bytes that hold no event and no event boundary, are unknown whatever the path:
+an answer in another dialect (one Ollama line, an HTML page) must not read as one without choices.
 
 It never raises on a body: an encoding it cannot undo, a body that is neither JSON nor a stream of
 a known dialect, gives a transcript of dialect "unknown" with a JSON_INVALID warning, so the
@@ -47,6 +49,8 @@ from calltap.transcript import Capture, Finding, Position, Transcript
 DIALECTS: tuple[ModuleType, ...] = (openai_chat, anthropic, openai_responses)
 NAMES: tuple[str, ...] = tuple(dialect.NAME for dialect in DIALECTS)
 """Every dialect's NAME, the values a capture's `dialect` may force."""
+COMPARED_PATHS: tuple[str, ...] = tuple(path for dialect in DIALECTS for path in dialect.PATHS)
+"""Request-path suffixes of every dialect's endpoints: the proxy pairs and compares these."""
 UNKNOWN = "unknown"
 JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*\{")
 """A JSON body: an optional BOM, optional whitespace, then an object."""
@@ -116,7 +120,8 @@ def _transcribe_json(body: bytes, capture: Capture) -> Transcript:
         payload, issues = load_envelope(text)
     except (UnicodeDecodeError, JsonInvalid) as error:
         return _unknown(f"body is not JSON: {error}", streaming=False)
-    dialect = _forced(capture) or _detect((payload,), capture.path)
+    path = capture.path if payload.__class__ is dict and "error" in payload else None
+    dialect = _forced(capture) or _detect((payload,), path)
     if dialect is None:
         return _unknown("body is not a known dialect's JSON", streaming=False)
     transcript = dialect.reduce_json(payload, status=capture.status)
@@ -128,7 +133,8 @@ def _transcribe_stream(body: bytes, capture: Capture) -> Transcript:
     parser = sse.SSEParser()
     events = _feed(parser, body)
     sample = list(islice(events, SNIFF_EVENTS))
-    dialect = _forced(capture) or _detect(_sample_payloads(sample), capture.path)
+    path = capture.path if sample or parser.close() is None else None
+    dialect = _forced(capture) or _detect(_sample_payloads(sample), path)
     if dialect is None:
         transcript = _unknown(
             "body is neither JSON nor a stream of a known dialect", streaming=True

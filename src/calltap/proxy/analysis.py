@@ -4,6 +4,10 @@ It reads the recorded files back, masks them when body patterns are configured, 
 size and sha256, and runs the comparator (both legs) or the single-side checks (one leg).
 Everything crosses the process boundary as plain data: file names in, JSON-ready dicts out.
 
+How a leg ended is judged here, from what was relayed: a client (or gateway) that hangs up right
+after the terminal marker (the official openai SDK closes as soon as it reads `data: [DONE]`)
+ended a complete leg, whatever the socket said. Only a leg cut before its marker stays cut.
+
 Workers run at a lower CPU priority (`os.nice`): under a burst the relay gets the cores and
 the comparisons catch up afterwards. A faithful gateway hands the client the provider's exact
 bytes, so when both legs' captures are identical the body is hashed and transcribed once and
@@ -26,10 +30,11 @@ from typing import Any, Literal, TypedDict
 import orjson
 
 from calltap.compare import check_capture, compare, compare_captures
+from calltap.dialects import transcribe
 from calltap.proxy.capture import write_fully
 from calltap.proxy.redact import BodyMasker
 from calltap.report import check_json, comparison_json
-from calltap.transcript import Capture
+from calltap.transcript import Capture, Transcript
 
 PAIR_JSON = "pair.json"
 READ_PIECE = 1 << 20
@@ -46,6 +51,15 @@ class BodySpec(TypedDict):
     content_encoding: str | None
     status: int | None
     truncated: bool
+    ended: str | None
+    """How the relay saw the leg end (`client_aborted`, …)."""
+    bytes_relayed: int
+    """Body bytes that reached the other side: the recorded body may hold one chunk more."""
+
+
+HUNG_UP = frozenset({"client_aborted", "shutdown"})
+"""Endings by hang-up, which the bytes relayed before it may show to be a complete leg."""
+COMPLETE = "complete"
 
 
 class Job(TypedDict):
@@ -74,6 +88,8 @@ class WriteError(TypedDict):
 class Result(TypedDict):
     files: dict[str, FileFacts]
     report: dict[str, Any] | None
+    endings: dict[str, str]
+    """Legs (by body file) judged complete from what was relayed, though the socket was hung up."""
     pair_json_bytes: int
     pair_json_error: WriteError | None
 
@@ -100,39 +116,71 @@ def analyze(job: Job) -> Result:
             body = bodies[twin]
             files[name] = files[twin].copy()
         bodies[name] = body
+    report, endings = _judge(job, bodies)
+    document = complete(job["document"], files, job["mode"], report, endings)
+    payload = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    try:
+        _write_atomically(os.path.join(directory, PAIR_JSON), payload)
+    except OSError as exc:
+        return {"files": files, "report": report, "endings": endings, "pair_json_bytes": 0,
+                "pair_json_error": {"errno": exc.errno, "strerror": exc.strerror}}
+    return {"files": files, "report": report, "endings": endings,
+            "pair_json_bytes": len(payload), "pair_json_error": None}
+
+
+def _judge(job: Job, bodies: dict[str, bytes]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The comparison (or check) report, and the hung-up legs whose relayed bytes were whole."""
     upstream, downstream = job["upstream"], job["downstream"]
+    specs = [spec for spec in (upstream, downstream) if spec is not None]
+    transcripts: list[Transcript] = []
     report: dict[str, Any] | None = None
     if job["mode"] == "compare" and upstream is not None and downstream is not None:
         up, down = _capture(upstream, bodies), _capture(downstream, bodies)
         if up == down:
             transcript = check_capture(up).transcript
-            report = comparison_json(compare(transcript, transcript))
+            comparison = compare(transcript, transcript)
         else:
             request = bodies.get(downstream["request_file"] or "")
-            report = comparison_json(compare_captures(up, down, downstream_request=request))
-    elif job["mode"] == "check":
-        spec = upstream if upstream is not None else downstream
-        if spec is not None:
-            report = check_json(check_capture(_capture(spec, bodies)))
-    document = complete(job["document"], files, job["mode"], report)
-    payload = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
-    try:
-        _write_atomically(os.path.join(directory, PAIR_JSON), payload)
-    except OSError as exc:
-        return {"files": files, "report": report, "pair_json_bytes": 0,
-                "pair_json_error": {"errno": exc.errno, "strerror": exc.strerror}}
-    return {"files": files, "report": report, "pair_json_bytes": len(payload),
-            "pair_json_error": None}
+            comparison = compare_captures(up, down, downstream_request=request)
+        report = comparison_json(comparison)
+        transcripts = [comparison.upstream, comparison.downstream]
+    elif job["mode"] == "check" and specs:
+        specs = specs[:1]
+        checked = check_capture(_capture(specs[0], bodies))
+        report = check_json(checked)
+        transcripts = [checked.transcript]
+    endings = {
+        spec["file"]: COMPLETE
+        for spec, transcript in zip(specs, transcripts, strict=False)
+        if spec["ended"] in HUNG_UP and _marker_relayed(spec, transcript, bodies)
+    }
+    return report, endings
+
+
+def _marker_relayed(spec: BodySpec, transcript: Transcript, bodies: dict[str, bytes]) -> bool:
+    """Did the bytes that reached the other side carry the dialect's terminal marker? The
+    recorded body is what was read; only its first `bytes_relayed` bytes surely went on."""
+    if not transcript.terminal_seen or spec["truncated"]:
+        return False
+    body = bodies[spec["file"]]
+    if spec["bytes_relayed"] >= len(body):
+        return True
+    relayed = _capture(spec, {spec["file"]: body[: spec["bytes_relayed"]]})
+    return transcribe(relayed).terminal_seen
 
 
 def complete(document: dict[str, Any], files: dict[str, FileFacts], mode: str,
-             report: dict[str, Any] | None) -> dict[str, Any]:
-    """Fill a pair.json draft in: each leg's `bytes` and `sha256`, the comparison or check."""
+             report: dict[str, Any] | None, endings: dict[str, str]) -> dict[str, Any]:
+    """Fill a pair.json draft in: each leg's `bytes` and `sha256`, how it ended as judged from
+    what was relayed (the socket's word kept as `relay_ended`), the comparison or check."""
     legs = document["legs"]
     for leg in (legs.get("downstream"), legs.get("upstream"), *legs.get("upstream_attempts", ())):
         if leg is not None and leg["file"] in files:
             leg["bytes"] = files[leg["file"]]["bytes"]
             leg["sha256"] = files[leg["file"]]["sha256"]
+        if leg is not None and leg["file"] in endings and leg["ended"] != endings[leg["file"]]:
+            leg.setdefault("relay_ended", leg["ended"])
+            leg["ended"] = endings[leg["file"]]
     if mode == "compare":
         document["comparison"] = report
     elif mode == "check":

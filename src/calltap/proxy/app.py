@@ -481,7 +481,7 @@ class Calltap:
         try:
             self.metrics.requests.labels(leg.side, str(leg.status or 0)).inc()
             self.metrics.bytes_relayed.labels(leg.side).inc(leg.bytes)
-            if leg.ended != COMPLETE:
+            if leg.ended != COMPLETE and finish is None:
                 self.log.warning("leg.aborted", request_id=key, side=leg.side, ended=leg.ended,
                                  status=leg.status, bytes=leg.bytes, error=leg.error)
             for sink, attribute in ((leg.sink, "file"), (leg.request_sink, "request_file")):

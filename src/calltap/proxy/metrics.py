@@ -27,6 +27,9 @@ class Metrics:
         self.divergences = Counter(
             "calltap_divergences", "Fatal and negotiable findings by code",
             ["code"], registry=self.registry)
+        self.leg_defects = Counter(
+            "calltap_leg_defects", "Fatal findings of legs with no partner to compare, by code",
+            ["code"], registry=self.registry)
         self.capture_failures = Counter(
             "calltap_capture_failures", "Recording or comparison failures (traffic unaffected)",
             registry=self.registry)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import orjson
 
+from calltap.dialects import UNKNOWN
 from calltap.proxy.analysis import PAIR_JSON, BodySpec, Job, Result, Workers, complete
 from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
@@ -41,9 +42,10 @@ DRAIN_TIMEOUT = 30.0
 EVICTED_LOGGED = 20
 """Request ids named in one `pairs.evicted` line (the count covers them all)."""
 CUT = frozenset({CLIENT_ABORTED, SHUTDOWN})
-"""How a client's stream ends when the client hung up or calltap's shutdown cut it: the
-shorter stream is nobody's defect, so its findings stay in pair.json (and `pair.compared`
-says how it ended) but raise no `divergence` line."""
+"""How a client's stream ends when the client hung up or calltap's shutdown cut it before its
+terminal marker (a hang-up after it is judged `complete` from what was relayed): the shorter
+stream is nobody's defect, so its findings stay in pair.json (and `pair.compared` says how it
+ended) but raise no `divergence` or `leg.defect` line."""
 
 
 @dataclass(eq=False, slots=True)
@@ -217,6 +219,7 @@ class Pairs:
             await self._finalize_unguarded(recording)
         except Exception as exc:
             self.capture_failed("finalize", exc, recording.directory)
+            self._log_aborted(recording)
             self._publish(recording.key, {"request_id": recording.key, "error": type(exc).__name__})
         finally:
             self.open.pop(recording.key, None)
@@ -257,7 +260,11 @@ class Pairs:
         pair_json = recording.directory / PAIR_JSON
         facts = result["files"] if result is not None else {}
         report = result["report"] if result is not None else None
-        complete(document, facts, mode, report)
+        endings = result["endings"] if result is not None else {}
+        for leg in legs:
+            if leg.file in endings:
+                leg.ended = endings[leg.file]
+        complete(document, facts, mode, report, endings)
         if result is None:
             written = await self.recorder.write_json(recording.directory, PAIR_JSON, document)
         else:
@@ -370,14 +377,14 @@ class Pairs:
         codes = list(dict.fromkeys(finding["code"] for finding in findings))
         if verdict is not None:
             self.metrics.pairs.labels(verdict).inc()
+        self._log_aborted(recording)
+        leg = recording.downstream or chosen
         if recording.orphan:
             side = "downstream" if recording.downstream is not None else "upstream"
             self.metrics.orphans.labels(side).inc()
             self.log.warning("pair.orphaned", request_id=recording.key, side=side,
                              verdict=verdict, codes=codes, capture=capture)
-            return
-        leg = recording.downstream or chosen
-        if mode == "compare":
+        elif mode == "compare":
             assert leg is not None
             self.log.info(
                 "pair.compared", request_id=recording.key, verdict=verdict, codes=codes,
@@ -390,17 +397,49 @@ class Pairs:
             self.log.info("leg.checked", request_id=recording.key, side=leg.side,
                           verdict=verdict, codes=codes, bytes=_size(leg, facts),
                           ended=leg.ended, capture=capture)
-        if mode == "record" or not (mode == "compare" or self.single_leg):
+        if report is None or leg is None or leg.ended in CUT:
             return
-        if leg is not None and leg.ended in CUT:
+        if mode == "compare":
+            self._log_comparison(recording.key, report, capture)
+        elif mode == "check" and (self.single_leg or recording.downstream is not None):
+            self._log_defects(recording.key, report["findings"], leg.side, capture)
+
+    def _log_comparison(self, key: str, report: dict[str, Any], capture: str) -> None:
+        """A `divergence` line per breaking finding; when a side could not be read, nothing
+        can be said across the sides, only each side's own defects."""
+        sides = ("upstream", "downstream")
+        if any(report[side]["dialect"] == UNKNOWN for side in sides):
+            for side in sides:
+                self._log_defects(key, report[side]["findings"], side, capture)
             return
-        for finding in findings:
+        for finding in report["findings"]:
             if finding["severity"] in BREAKING:
                 self.metrics.divergences.labels(finding["code"]).inc()
                 self.log.warning(
-                    "divergence", request_id=recording.key, code=finding["code"],
+                    "divergence", request_id=key, code=finding["code"],
                     severity=finding["severity"], side=finding.get("side"),
                     choice=finding.get("choice"), count=finding.get("count"), capture=capture)
+
+    def _log_defects(self, key: str, findings: list[dict[str, Any]], side: str,
+                     capture: str) -> None:
+        """A `leg.defect` line per fatal finding of a leg with no partner to be compared with
+        (an orphaned front leg, single-leg mode, a partner that could not be read)."""
+        for finding in findings:
+            if finding["severity"] == "fatal":
+                self.metrics.leg_defects.labels(finding["code"]).inc()
+                self.log.warning(
+                    "leg.defect", request_id=key, code=finding["code"],
+                    severity=finding["severity"], side=side, choice=finding.get("choice"),
+                    count=finding.get("count"), capture=capture)
+
+    def _log_aborted(self, recording: Recording) -> None:
+        """`leg.aborted` for each leg of the recording that did not end complete, as judged
+        from what it relayed (so only once the capture was read)."""
+        for leg in (recording.downstream, *recording.attempts):
+            if leg is not None and leg.ended != COMPLETE:
+                self.log.warning("leg.aborted", request_id=recording.key, side=leg.side,
+                                 ended=leg.ended, status=leg.status, bytes=leg.bytes,
+                                 error=leg.error)
 
     def capture_failed(self, stage: str, exc: BaseException, path: Path) -> None:
         self.metrics.capture_failures.inc()
@@ -446,7 +485,8 @@ def _spec(leg: Leg | None) -> BodySpec | None:
         return None
     return {"file": leg.file, "request_file": leg.request_file, "path": leg.path,
             "content_encoding": leg.content_encoding,
-            "status": leg.status, "truncated": leg.sink is not None and leg.sink.truncated}
+            "status": leg.status, "truncated": leg.sink is not None and leg.sink.truncated,
+            "ended": leg.ended, "bytes_relayed": leg.bytes}
 
 
 def _size(leg: Leg | None, facts: dict[str, Any]) -> int | None:
