@@ -182,6 +182,13 @@ def test_an_invoke_model_chunk_carries_the_model_event_in_base64() -> None:
     assert event == {"chunk": {"bytes": carried}}
 
 
+def test_messages_with_the_same_header_block_do_not_share_their_headers() -> None:
+    first, second = parse(fake.event("contentBlockStop", {}) * 2)[0]
+    assert first.headers == second.headers
+    first.headers[":event-type"] = "changed"
+    assert second.headers[":event-type"] == "contentBlockStop"
+
+
 # Refusals: a valid CRC around an impossible message
 
 
