@@ -10,6 +10,10 @@ framed the way the API frames it (FIELD-NOTES.md), each event with its `event:` 
 - a text answer is one `message` item: `response.output_item.added`,
   `response.content_part.added`, `response.output_text.delta` per piece,
   `response.output_text.done`, `response.content_part.done`, `response.output_item.done`;
+- a request that asks for reasoning (`reasoning.effort` other than "none") gets a `reasoning`
+  item first, at output_index 0, with an empty `summary` (no summary was asked for): its
+  `response.output_item.added` and `response.output_item.done`, as reasoning models send it; the
+  answer's items follow at output_index 1, 2, …;
 - a tool answer is one `function_call` item per call, one after the other:
   `response.output_item.added` (`id`, `call_id`, `name`, `arguments: ""`), the
   `response.function_call_arguments.delta` fragments by `item_id` and `output_index`,
@@ -57,6 +61,9 @@ def chat_view(request: dict[str, Any]) -> dict[str, Any]:
         view["tool_choice"] = "required"
     if isinstance(request.get("max_output_tokens"), int):
         view["max_tokens"] = request["max_output_tokens"]
+    reasoning = request.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort", "medium") != "none":
+        view["reasoning"] = True
     return view
 
 
@@ -83,6 +90,11 @@ def function_call(call: dict[str, Any], *, done: bool) -> dict[str, Any]:
     }
 
 
+def reasoning(reply: Answer) -> dict[str, Any]:
+    """The reasoning item that precedes the answer when reasoning was asked for: no summary."""
+    return {"id": "rs_" + reply.id.removeprefix("chatcmpl-"), "type": "reasoning", "summary": []}
+
+
 def message(reply: Answer, text: str, *, done: bool) -> dict[str, Any]:
     """The message output item, as added (no content yet) or as done."""
     content = [{"type": "output_text", "annotations": [], "text": text}] if done else []
@@ -105,6 +117,8 @@ def response(reply: Answer, view: dict[str, Any], *, done: bool) -> dict[str, An
         output = [function_call(call, done=True) for call in reply.tool_calls]
         if reply.content is not None:
             output = [message(reply, reply.content, done=True)]
+        if view.get("reasoning"):
+            output = [reasoning(reply), *output]
         usage = {
             "input_tokens": reply.usage["prompt_tokens"],
             "input_tokens_details": {"cached_tokens": 0},
@@ -127,31 +141,39 @@ def response(reply: Answer, view: dict[str, Any], *, done: bool) -> dict[str, An
     }
 
 
-def _text_item(reply: Answer) -> list[dict[str, Any]]:
-    """The events of the message item that holds a text answer, at output_index 0."""
+def _reasoning_item(reply: Answer) -> list[dict[str, Any]]:
+    """The events of the reasoning item, at output_index 0."""
+    return [
+        {"type": f"response.output_item.{stage}", "output_index": 0, "item": reasoning(reply)}
+        for stage in ("added", "done")
+    ]
+
+
+def _text_item(reply: Answer, first: int) -> list[dict[str, Any]]:
+    """The events of the message item that holds a text answer, at output_index `first`."""
     item = message(reply, "", done=False)
-    where = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+    where = {"item_id": item["id"], "output_index": first, "content_index": 0}
     part = {"type": "output_text", "annotations": [], "text": ""}
     text = reply.content or ""
     pieces = [delta["content"] for delta in reply.deltas[1:]]
     return [
-        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.added", "output_index": first, "item": item},
         {"type": "response.content_part.added", **where, "part": part},
         *({"type": "response.output_text.delta", **where, "delta": piece} for piece in pieces),
         {"type": "response.output_text.done", **where, "text": text},
         {"type": "response.content_part.done", **where, "part": {**part, "text": text}},
         {
             "type": "response.output_item.done",
-            "output_index": 0,
+            "output_index": first,
             "item": message(reply, text, done=True),
         },
     ]
 
 
-def _call_items(reply: Answer) -> list[dict[str, Any]]:
-    """The events of one function_call item per call, at output_index 0, 1, …"""
+def _call_items(reply: Answer, first: int) -> list[dict[str, Any]]:
+    """The events of one function_call item per call, at output_index first, first + 1, …"""
     payloads: list[dict[str, Any]] = []
-    for index, call in enumerate(reply.tool_calls):
+    for index, call in enumerate(reply.tool_calls, start=first):
         item = function_call(call, done=False)
         where = {"item_id": item["id"], "output_index": index}
         arguments = call["function"]["arguments"]
@@ -177,10 +199,13 @@ def stream_events(reply: Answer, view: dict[str, Any]) -> list[bytes]:
     """The answer as Responses stream events, the terminal one last; each item is one event."""
     opening = response(reply, view, done=False)
     final = response(reply, view, done=True)
+    lead = _reasoning_item(reply) if view.get("reasoning") else []
+    first = 1 if lead else 0
     payloads = [
         {"type": "response.created", "response": opening},
         {"type": "response.in_progress", "response": opening},
-        *(_call_items(reply) if reply.tool_calls else _text_item(reply)),
+        *lead,
+        *(_call_items(reply, first) if reply.tool_calls else _text_item(reply, first)),
         {"type": f"response.{final['status']}", "response": final},
     ]
     return [
