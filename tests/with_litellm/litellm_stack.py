@@ -152,9 +152,11 @@ def litellm_config(back_url: str, forward_headers: bool) -> dict[str, Any]:
     }
 
 
-async def start_litellm(directory: Path, port: int, config: dict[str, Any]) -> LiteLLM:
-    """Start LiteLLM and wait until its readiness check answers 200; fail with its log if it
-    exits or is not ready within READY_TIMEOUT. The config is JSON, which is valid YAML."""
+async def start_litellm(directory: Path, port: int, config: dict[str, Any], *,
+                        executable: Path = LITELLM) -> LiteLLM:
+    """Start LiteLLM (`executable`, the `litellm` script of a venv) and wait until its readiness
+    check answers 200; fail with its log if it exits or is not ready within READY_TIMEOUT. The
+    config is JSON, which is valid YAML."""
     config_file = directory / "litellm.yaml"
     config_file.write_bytes(orjson.dumps(config, option=orjson.OPT_INDENT_2))
     log = directory / "litellm.log"
@@ -164,7 +166,7 @@ async def start_litellm(directory: Path, port: int, config: dict[str, Any]) -> L
         "LITELLM_TELEMETRY_DISABLED": "true",
         "NO_PROXY": "127.0.0.1,localhost",
     }
-    command = [str(LITELLM), "--config", str(config_file), "--port", str(port),
+    command = [str(executable), "--config", str(config_file), "--port", str(port),
                "--host", "127.0.0.1"]
     started = time.monotonic()
     with log.open("wb") as out:
