@@ -7,8 +7,12 @@ STAMP  := $(VENV)/.installed
 # tests/with_litellm runs only once `make litellm` has built it, and is skipped with a reason before.
 LITELLM_VENV  := .venv-litellm
 LITELLM_STAMP := $(LITELLM_VENV)/.installed
+# tests/with_gateway_bugs runs one LiteLLM release per venv: .venv-gw-<release> from
+# tests/with_gateway_bugs/releases/<release>/requirements.txt (1.108.7 is .venv-litellm's).
+GW_RELEASES := $(notdir $(wildcard tests/with_gateway_bugs/releases/*))
+GW_STAMPS   := $(foreach release,$(GW_RELEASES),.venv-gw-$(release)/.installed)
 
-.PHONY: demo test lint bench reliability litellm clean
+.PHONY: demo test lint bench reliability litellm gateway-bugs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +27,15 @@ $(LITELLM_STAMP): tests/with_litellm/requirements.txt
 	touch $(LITELLM_STAMP)
 
 litellm: $(LITELLM_STAMP)
+
+.venv-gw-%/.installed: tests/with_gateway_bugs/releases/%/requirements.txt
+	rm -rf .venv-gw-$*
+	$(PYTHON) -m venv .venv-gw-$*
+	.venv-gw-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-gw-$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
+gateway-bugs: $(GW_STAMPS)
 
 demo: $(STAMP)
 	$(BIN)/calltap demo
@@ -42,4 +55,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/streams.py
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
