@@ -331,8 +331,14 @@ class FakeProvider(LoopbackServer):
                     event = b": t=%d\n" % time.time_ns() + event
                 await response.write(event)
                 exchange.response_body += event
-            await response.write_eof()
+            if not await self._end(request, response):
+                return response
         except ConnectionError:
             return response
         exchange.complete = True
         return response
+
+    async def _end(self, request: web.Request, response: web.StreamResponse) -> bool:
+        """End a streamed answer; False when it was cut instead (the exchange is incomplete)."""
+        await response.write_eof()
+        return True
