@@ -5,8 +5,9 @@
 the connection is closed under it: no `finish_reason`, no `data: [DONE]`, and no last chunk of
 the chunked body, so the HTTP client reading it sees a body that never ended. That is the
 transport fault litellm #33404 reports (an upstream reset after some chunks), which a gateway
-must pass on as a failure, never as a completed answer. The header reaches the provider from the client only
-through a gateway that forwards `x-` headers (LiteLLM's `forward_client_headers_to_llm_api`).
+must pass on as a failure, never as a completed answer. The header reaches the provider from
+the client only through a gateway that forwards `x-` headers (LiteLLM's
+`forward_client_headers_to_llm_api`).
 """
 
 from __future__ import annotations
