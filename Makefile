@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 LITELLM_VENV  := .venv-litellm
 LITELLM_STAMP := $(LITELLM_VENV)/.installed
 # tests/with_gateway_bugs runs one LiteLLM release per venv: .venv-gw-<release> from
-# tests/with_gateway_bugs/releases/<release>/requirements.txt (1.108.7 is .venv-litellm's).
+# tests/with_gateway_bugs/releases/<release>/requirements.txt.
 GW_RELEASES := $(notdir $(wildcard tests/with_gateway_bugs/releases/*))
 GW_STAMPS   := $(foreach release,$(GW_RELEASES),.venv-gw-$(release)/.installed)
 

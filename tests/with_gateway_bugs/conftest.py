@@ -1,8 +1,8 @@
 """The gateway-bugs suite: publicly reported bugs of real LiteLLM releases, caught by calltap.
 
 Each test names the release it runs (`gateway` is parametrized indirectly with it) and carries
-the `gateway_bugs` marker. A release runs only once its venv is built (`make gateway-bugs`; 1.108.7
-is `make litellm`'s `.venv-litellm`); `.ci/run` builds them all, so CI always runs the suite.
+the `gateway_bugs` marker. A release runs only once its venv is built (`make gateway-bugs`, from
+`releases/<release>/requirements.txt`); `.ci/run` builds them all, so CI always runs the suite.
 Before, each test is skipped with a reason that names the missing venv and the command. One
 LiteLLM process serves every test of a module that names its release, since it takes seconds
 to start.
@@ -21,9 +21,8 @@ HERE = Path(__file__).parent
 
 
 def _skip_reason(release: str) -> str:
-    command = "make litellm" if venv(release).name == ".venv-litellm" else "make gateway-bugs"
     return (f"LiteLLM {release} is not installed: {venv(release).name} is not built; run"
-            f" `{command}` to build it, then rerun pytest")
+            " `make gateway-bugs` to build it, then rerun pytest")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

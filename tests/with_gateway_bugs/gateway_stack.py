@@ -5,7 +5,7 @@ client (openai SDK) -> calltap front -> LiteLLM <release> -> calltap back -> Fak
 Everything but the client and the fake provider is a subprocess started as an operator would:
 calltap from this repository's venv (`tests.reliability.harness.launch`), LiteLLM from the venv
 of its release (`.venv-gw-<release>`, built by `make gateway-bugs` from
-`releases/<release>/requirements.txt`; 1.108.7 is `.venv-litellm`, built by `make litellm`).
+`releases/<release>/requirements.txt`).
 LiteLLM's port is chosen first, since calltap's front needs the gateway's URL, and LiteLLM starts
 last, since it calls calltap's back while it starts. What calltap concluded is read from its JSON
 log on stdout, as an operator's log pipeline would read it.
@@ -39,8 +39,6 @@ from calltap.fakes.resetting import ResettingProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASES = Path(__file__).parent / "releases"
-SHARED_VENVS = {"1.108.7": ROOT / ".venv-litellm"}
-"""Releases whose venv another suite already builds: the LiteLLM suite's pin is 1.108.7."""
 ALARMS = ("divergence", "leg.defect")
 """The log events that tell an operator a client got something the provider never sent."""
 SETTLED = ("pair.compared", "pair.orphaned", "leg.checked")
@@ -50,7 +48,7 @@ STARTS: dict[str, float] = {}
 
 
 def venv(release: str) -> Path:
-    return SHARED_VENVS.get(release, ROOT / f".venv-gw-{release}")
+    return ROOT / f".venv-gw-{release}"
 
 
 def stamp(release: str) -> Path:
