@@ -27,6 +27,10 @@ diverged on any fatal or negotiable finding, else equal.
 A side that could not be read at all (no dialect recognized, an undecodable body) has nothing to
 compare with: such a comparison holds the warnings alone, and is inconclusive. Each side's own
 findings still stand in its transcript.
+
+A provider stream that broke off (no terminal marker) answered by the gateway with an error (an
+error frame in the stream, or an error status) is a failure forwarded faithfully: the client was
+told the answer failed, which is the truth. Nothing is compared across the sides then either.
 """
 
 from __future__ import annotations
@@ -91,7 +95,7 @@ def compare(
     """Compare what the provider sent (upstream) with what the client got (downstream);
     `usage_requested` False means the client's request asked for no usage."""
     findings: list[Finding] = []
-    if readable(upstream) and readable(downstream):
+    if readable(upstream) and readable(downstream) and not failure_reported(upstream, downstream):
         findings.extend(_cross_side(upstream, downstream, usage_requested))
     findings.extend(_warnings(upstream.findings, "upstream"))
     findings.extend(_warnings(downstream.findings, "downstream"))
@@ -102,6 +106,12 @@ def compare(
 def readable(transcript: Transcript) -> bool:
     """False for a body no dialect could read: nothing it says can be compared."""
     return transcript.dialect != UNKNOWN
+
+
+def failure_reported(upstream: Transcript, downstream: Transcript) -> bool:
+    """The provider's stream broke off before its terminal marker, and the client got an error
+    for it: the gateway reported the failure instead of passing the broken answer off as whole."""
+    return upstream.streaming and not upstream.terminal_seen and bool(downstream.errors)
 
 
 def _cross_side(

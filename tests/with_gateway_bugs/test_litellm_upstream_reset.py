@@ -10,11 +10,14 @@ transport error for the end of the stream and `finish_reason_handler` makes up t
 with `finish_reason: "stop"`, a usage chunk it estimated itself, `data: [DONE]`. The client reads
 a short answer that looks complete.
 
-The control is the same request on the same release without the reset: equal, no alarm.
+LiteLLM 1.97.0 reports the same reset honestly: an error frame in the client's stream (or an
+HTTP 500 when nothing was sent yet), which the openai SDK raises. calltap takes that for the
+failure forwarded: equal, no alarm. The control is the same request on 1.82.1 without the reset.
 """
 
 from __future__ import annotations
 
+import openai
 import pytest
 from gateway_stack import GatewayStack
 from tests.with_litellm.litellm_stack import question
@@ -60,3 +63,12 @@ async def test_33404_control_whole_stream_is_clean(gateway: GatewayStack) -> Non
     assert finish_reason == "stop"
     assert gateway.provider.exchange_for("litellm-33404-control").complete is True
     await gateway.expect_clean("litellm-33404-control")
+
+
+@pytest.mark.parametrize("gateway", ["1.97.0"], indirect=True)
+async def test_33404_fixed_release_reports_the_reset_and_is_clean(gateway: GatewayStack) -> None:
+    with pytest.raises(openai.APIError):
+        await say_something(gateway, "litellm-33404-fixed", {RESET_HEADER: str(KEPT_EVENTS)})
+
+    assert gateway.provider.exchange_for("litellm-33404-fixed").complete is False
+    await gateway.expect_clean("litellm-33404-fixed")
