@@ -27,7 +27,7 @@ examples:
   calltap serve --gateway http://127.0.0.1:4000 --provider https://api.openai.com
   calltap compare recordings/2026-11-30/r1/upstream.sse recordings/2026-11-30/r1/downstream.sse
   calltap check downstream.sse --json
-  calltap serve | jq 'select(.event=="divergence")'
+  calltap serve | jq 'select(.event=="divergence" or .event=="leg.defect")'
 """
 
 

@@ -28,7 +28,7 @@ to a temporary directory removed at exit, unless --recordings DIR keeps them.
 examples:
   calltap demo
   calltap demo --recordings demo-recordings
-  jq 'select(.event=="divergence")' demo-recordings/calltap.log
+  jq 'select(.event=="divergence" or .event=="leg.defect")' demo-recordings/calltap.log
   calltap compare demo-recordings/<day>/<request id>/upstream.sse \\
                   demo-recordings/<day>/<request id>/downstream.sse
 """
@@ -61,6 +61,8 @@ LOOPBACK = ("127.0.0.1", 0)
 LOG_NAME = "calltap.log"
 PAIR_TIMEOUT = 10.0
 WIDE = 160
+ALARMS = 'select(.event=="divergence" or .event=="leg.defect")'
+"""The jq filter for the lines people tail."""
 """Columns for the table when the output is not a terminal (a pipe or a CI log)."""
 STYLES = {
     Severity.FATAL: "bold red",
@@ -252,12 +254,12 @@ def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console
     if kept:
         console.print(f"Captures: {where}/<request id>/ (pair.json, upstream.*, downstream.*)")
         console.print(f"calltap's JSON log: {log}")
-        console.print(f"Tail the divergences: jq -c 'select(.event==\"divergence\")' {log}")
+        console.print(f"Tail the divergences: jq -c '{ALARMS}' {log}")
     else:
         console.print(
             "Captures and calltap's log were in a temporary directory, now removed; "
             "keep them with --recordings DIR."
         )
         console.print(
-            "Beside a real gateway: calltap serve ... | jq -c 'select(.event==\"divergence\")'"
+            f"Beside a real gateway: calltap serve ... | jq -c '{ALARMS}'"
         )

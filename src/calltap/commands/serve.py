@@ -7,7 +7,7 @@ of a chat request have ended they are compared by meaning, the report is written
 and one JSON line per divergence goes to stdout:
 
   calltap serve --gateway http://127.0.0.1:4000 --provider https://api.openai.com \\
-      | jq 'select(.event=="divergence")'
+      | jq 'select(.event=="divergence" or .event=="leg.defect")'
 
 Then point the gateway's provider base URL at the back (for LiteLLM: `api_base:
 http://127.0.0.1:8701/v1`) and the clients' base URL at the front. With only --gateway (or only
