@@ -71,7 +71,13 @@ def test_an_error_status_body_downstream_carries_the_error() -> None:
 
 
 def test_an_error_only_downstream_is_error_in_stream_not_error_dropped() -> None:
-    comparison = compare(read(text_stream()), read(text_stream(ERROR)))
+    """The provider's stream was whole; the gateway put an error in the client's. (After a
+    provider stream that broke off, that error is the failure forwarded: see
+    test_failure_forwarded.py.)"""
+    finished = chunk([delta(finish_reason="stop")])
+    upstream = text_stream(finished) + b"data: [DONE]\n\n"
+    downstream = text_stream(ERROR, finished) + b"data: [DONE]\n\n"
+    comparison = compare(read(upstream), read(downstream))
     assert [finding.code for finding in comparison.findings] == [Code.ERROR_IN_STREAM]
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from calltap import recordings
 from calltap.proxy.ids import (
     REQUEST_ID_PATTERN,
     accept_client_id,
-    day_dir_for,
     new_request_id,
     new_traceparent,
     parse_traceparent,
@@ -105,8 +105,8 @@ def test_a_forked_process_mints_other_ids_and_trace_ids():
 
 
 def test_day_dir_is_the_utc_day():
-    assert day_dir_for(Path("rec"), NOV_30_041150) == Path("rec/2026-11-30")
-    assert day_dir_for(Path("rec"), NOV_30_041150 - 4 * 3600 - 11 * 60 - 51) == Path(
+    assert recordings.day_directory(Path("rec"), NOV_30_041150) == Path("rec/2026-11-30")
+    assert recordings.day_directory(Path("rec"), NOV_30_041150 - 4 * 3600 - 11 * 60 - 51) == Path(
         "rec/2026-11-29"
     )
 

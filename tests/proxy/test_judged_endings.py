@@ -31,6 +31,7 @@ def judged(directory: Path, body: bytes, ended: str, relayed: int) -> dict:
     result = analyze(job(directory, UPSTREAM, body, downstream_ended=ended, relayed=relayed))
     document = orjson.loads((directory / "pair.json").read_bytes())
     assert result["report"] == document["comparison"]
+    assert document["format"] == 1
     return document["legs"]["downstream"]
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from rich.console import Console
 
+from calltap import recordings
 from calltap.compare import check_capture
 from calltap.dialects import NAMES
 from calltap.report import check_json, render_check
@@ -42,9 +43,6 @@ from calltap.transcript import Capture
 
 USAGE_ERROR = 2
 EXIT_CODES = {"clean": 0, "equal": 0, "defective": 1, "diverged": 1, "inconclusive": 3}
-LEG_STEMS = ("upstream", "downstream")
-LEG_SUFFIXES = (".sse", ".json")
-"""A recorded leg is upstream.sse, downstream.json, ...; attempts and .partial files are not."""
 
 
 class UnreadableCapture(Exception):
@@ -114,71 +112,13 @@ def read_capture(path: Path, leg: dict[str, Any] | None = None) -> Capture:
         raise UnreadableCapture(f"cannot read '{path}': empty file")
     if leg is None:
         leg = sibling_leg(path)
-    return capture_from_leg(body, leg)
-
-
-def capture_from_leg(body: bytes, leg: dict[str, Any] | None) -> Capture:
-    """A Capture whose path, status, Content-Encoding and truncation come from a pair.json leg."""
-    if not leg:
-        return Capture(body)
-    status = leg.get("status")
-    path = leg.get("path")
-    return Capture(
-        body,
-        path=path if isinstance(path, str) else None,
-        content_encoding=leg.get("content_encoding")
-        or _header(leg.get("response_headers"), "content-encoding"),
-        status=status if isinstance(status, int) else None,
-        truncated=leg.get("ended") == "capture_truncated",
-    )
+    return recordings.capture_of(body, leg)
 
 
 def sibling_leg(path: Path) -> dict[str, Any] | None:
     """The pair.json leg that describes `path` (upstream.sse -> legs.upstream), if there is one."""
-    stem, dot, suffix = path.name.partition(".")
-    if stem not in LEG_STEMS or dot + suffix not in LEG_SUFFIXES:
-        return None
-    return pair_legs(path.parent).get(stem)
-
-
-def client_request(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
-    """The request body a pair.json leg names (`request_file`), when it is a readable file in
-    `directory`: it tells whether the client asked for usage. None when there is none."""
-    name = leg.get("request_file") if leg else None
-    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-        return None
-    try:
-        return (directory / name).read_bytes()
-    except OSError:
-        return None
-
-
-def pair_legs(directory: Path) -> dict[str, dict[str, Any]]:
-    """The `legs` of a pair.json (the last upstream attempt when the gateway retried)."""
-    try:
-        pair = json.loads((directory / "pair.json").read_bytes())
-    except (OSError, ValueError):
-        return {}
-    legs = pair.get("legs") if isinstance(pair, dict) else None
-    if not isinstance(legs, dict):
-        return {}
-    found: dict[str, dict[str, Any]] = {}
-    attempts = legs.get("upstream_attempts")
-    if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict):
-        found["upstream"] = attempts[-1]
-    for stem in LEG_STEMS:
-        if isinstance(legs.get(stem), dict):
-            found[stem] = legs[stem]
-    return found
-
-
-def _header(headers: Any, name: str) -> str | None:
-    if not isinstance(headers, dict):
-        return None
-    for key, value in headers.items():
-        if key.lower() == name and isinstance(value, str):
-            return value
-    return None
+    side = recordings.side_of_body(path.name)
+    return None if side is None else recordings.pair_legs(path.parent).get(side)
 
 
 def print_json(value: dict[str, Any]) -> None:

@@ -36,12 +36,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from calltap import recordings
 from calltap.commands.check import (
     EXIT_CODES,
     UnreadableCapture,
     add_dialect_flag,
     add_output_flags,
-    client_request,
     forced,
     print_json,
     read_capture,
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     except UnreadableCapture as error:
         return usage_error("compare", error)
     downstream_path = Path(args.downstream)
-    request = client_request(downstream_path.parent, sibling_leg(downstream_path))
+    request = recordings.request_body(downstream_path.parent, sibling_leg(downstream_path))
     result = compare_captures(upstream, downstream, downstream_request=request)
     if args.json:
         print_json(comparison_json(result, redact=args.redact))

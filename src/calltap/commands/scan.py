@@ -1,6 +1,6 @@
 """Re-check a recordings tree and print a summary.
 
-Every directory under DIR that holds an upstream.sse|.json and/or a downstream.sse|.json (the
+Every directory under DIR that holds an upstream.<ext> and/or a downstream.<ext> body (the
 recordings/<day>/<request-id>/ layout calltap writes) is compared again with the current rules: a
 pair is compared, a single leg is checked on its own. The request path, status, Content-Encoding
 and how each leg ended come from the pair.json beside them when there is one. Files still named
@@ -26,16 +26,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from calltap.commands.check import (
-    EXIT_CODES,
-    LEG_STEMS,
-    LEG_SUFFIXES,
-    capture_from_leg,
-    client_request,
-    pair_legs,
-    print_json,
-    usage_error,
-)
+from calltap import recordings
+from calltap.commands.check import EXIT_CODES, print_json, usage_error
 from calltap.compare import check_capture, compare_captures
 from calltap.report import VERDICT_STYLES
 from calltap.transcript import Capture
@@ -56,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         reason = "no such directory" if not root.exists() else "not a directory"
         return usage_error("scan", f"cannot read '{root}': {reason}")
     try:
-        results = [_rescan(directory, root) for directory in _capture_dirs(root)]
+        results = [_rescan(directory, root) for directory in recordings.capture_directories(root)]
     except OSError as error:
         return usage_error("scan", f"cannot read '{root}': {error.strerror or error}")
     summary = _summary(results)
@@ -72,35 +64,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _capture_dirs(root: Path) -> list[Path]:
-    found = {
-        path.parent
-        for stem in LEG_STEMS
-        for suffix in LEG_SUFFIXES
-        for path in root.rglob(stem + suffix)
-        if path.is_file()
-    }
-    return sorted(found)
-
-
-def _leg_file(directory: Path, stem: str) -> Path | None:
-    for suffix in LEG_SUFFIXES:
-        path = directory / (stem + suffix)
-        if path.is_file():
-            return path
-    return None
-
-
 def _rescan(directory: Path, root: Path) -> dict[str, Any]:
-    legs = pair_legs(directory)
+    legs = recordings.pair_legs(directory)
     captures: dict[str, Capture] = {}
-    for stem in LEG_STEMS:
-        path = _leg_file(directory, stem)
+    for side in recordings.SIDES:
+        path = recordings.leg_body(directory, side)
         if path is not None:
-            captures[stem] = capture_from_leg(path.read_bytes(), legs.get(stem))
+            captures[side] = recordings.capture_of(path.read_bytes(), legs.get(side))
     name = str(directory.relative_to(root)) if directory != root else "."
     if len(captures) == 2:
-        request = client_request(directory, legs.get("downstream"))
+        request = recordings.request_body(directory, legs.get("downstream"))
         comparison = compare_captures(captures["upstream"], captures["downstream"],
                                       downstream_request=request)
         return _entry(name, "pair", comparison.verdict, comparison.findings)

@@ -29,6 +29,7 @@ from typing import Any, Literal, TypedDict
 
 import orjson
 
+from calltap import recordings
 from calltap.compare import check_capture, compare, compare_captures
 from calltap.dialects import transcribe
 from calltap.proxy.capture import write_fully
@@ -36,7 +37,6 @@ from calltap.proxy.redact import BodyMasker
 from calltap.report import check_json, comparison_json
 from calltap.transcript import Capture, Transcript
 
-PAIR_JSON = "pair.json"
 READ_PIECE = 1 << 20
 
 
@@ -118,9 +118,9 @@ def analyze(job: Job) -> Result:
         bodies[name] = body
     report, endings = _judge(job, bodies)
     document = complete(job["document"], files, job["mode"], report, endings)
-    payload = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    payload = recordings.encode_pair(document)
     try:
-        _write_atomically(os.path.join(directory, PAIR_JSON), payload)
+        _write_atomically(os.path.join(directory, recordings.PAIR_JSON), payload)
     except OSError as exc:
         return {"files": files, "report": report, "endings": endings, "pair_json_bytes": 0,
                 "pair_json_error": {"errno": exc.errno, "strerror": exc.strerror}}

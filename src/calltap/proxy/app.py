@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from aiohttp import HttpVersion11, web
 from aiohttp.streams import StreamReader
 
+from calltap import recordings
 from calltap.config import Config, ConfigError, describe, public_url
 from calltap.proxy.admin import admin_app
 from calltap.proxy.analysis import Workers
@@ -45,7 +46,7 @@ from calltap.proxy.ids import accept_client_id, new_request_id, new_traceparent,
 from calltap.proxy.logs import make_logger
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.pairing import PairingBook
-from calltap.proxy.pairs import Pairs, Recording, body_extension
+from calltap.proxy.pairs import Pairs, Recording
 from calltap.proxy.relay import (
     COMPLETE,
     REQUEST_TOO_LARGE,
@@ -371,8 +372,8 @@ class Calltap:
                 finish = self._front_finisher(recording)
             else:
                 finish = self._single_finisher(recording)
-            leg.request_sink = self._request_sink(recording.claim, "downstream.request", prefix,
-                                                  whole)
+            leg.request_sink = self._request_sink(
+                recording.claim, recordings.request_name("downstream"), prefix, whole)
         return await self._run(request, self.gateway, leg, key, prefix, whole, headers,
                                _response_sink(self.recorder, recording, "downstream"), finish,
                                [(REQUEST_ID, key)])
@@ -402,9 +403,9 @@ class Calltap:
         if found is not None:
             recording, match = found
             leg.attempt = match.attempt
-            stem = "upstream" if match.attempt == 1 else f"upstream.attempt-{match.attempt}"
-            leg.request_sink = self._request_sink(recording.claim, f"{stem}.request", prefix,
-                                                  whole)
+            stem = recordings.stem("upstream", match.attempt)
+            leg.request_sink = self._request_sink(recording.claim, recordings.request_name(stem),
+                                                  prefix, whole)
             pairs = self.pairs
             return await self._run(request, self.provider, leg, recording.key, prefix, whole,
                                    headers, _response_sink(self.recorder, recording, stem),
@@ -417,7 +418,8 @@ class Calltap:
                                    None, None, None)
         recording = self.pairs.open_recording(*reserved, "single" if compared else "other")
         recording.orphan = compared and self.book is not None
-        leg.request_sink = self._request_sink(recording.claim, "upstream.request", prefix, whole)
+        leg.request_sink = self._request_sink(recording.claim, recordings.request_name("upstream"),
+                                              prefix, whole)
         return await self._run(request, self.provider, leg, recording.key, prefix, whole,
                                headers, _response_sink(self.recorder, recording, "upstream"),
                                self._single_finisher(recording), None)
@@ -514,7 +516,8 @@ def _response_sink(recorder: Recorder, recording: Recording | None,
     if recording is None:
         return None
     claim = recording.claim
-    return lambda leg: recorder.sink(claim, f"{stem}.{body_extension(leg.content_type)}")
+    return lambda leg: recorder.sink(
+        claim, recordings.body_name(stem, recordings.body_extension(leg.content_type)))
 
 
 def _request_body(request: web.BaseRequest, prefix: bytes, whole: bool, sink: Sink | None,

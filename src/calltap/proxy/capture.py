@@ -33,11 +33,9 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-import orjson
+from calltap import recordings
+from calltap.proxy.ids import reserve_capture_dir
 
-from calltap.proxy.ids import day_dir_for, reserve_capture_dir
-
-PARTIAL = ".partial"
 FILE_MODE = 0o600
 OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 FLUSH_BYTES = 16 * 1024
@@ -182,7 +180,7 @@ the thread. `failed` is final once `settled`."""
         self.name = name
         self.claim = claim
         self.final = claim.path / name
-        self._path = claim.path / (name + PARTIAL) if partial else self.final
+        self._path = claim.path / (name + recordings.PARTIAL) if partial else self.final
         self.limit = limit
         self.recorded = 0
         self.truncated = False
@@ -362,7 +360,7 @@ class Recorder:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         os.close(fd)
         probe.unlink()
-        leftovers = sorted(str(p.relative_to(self.root)) for p in self.root.glob(f"*/*/*{PARTIAL}"))
+        leftovers = recordings.leftovers(self.root)
         self.used_bytes = self.measure()
         return leftovers
 
@@ -390,7 +388,7 @@ class Recorder:
         """The capture directory for a freshly minted (unique) id, created on the disk
         thread; the relay goes on at once. Should the directory exist after all, the claim
         fails and nothing is written into someone else's capture."""
-        day = day_dir_for(self.root, now)
+        day = recordings.day_directory(self.root, now)
         claim = Claim(day / request_id)
         self.disk.submit(self._claim, claim, day, request_id)
         return request_id, claim
@@ -413,7 +411,7 @@ class Recorder:
     async def reserve(self, request_id: str, now: float) -> tuple[str, Claim] | None:
         """A fresh capture directory for a client's `request_id` (`<id>+N` when that id has a
         capture already), or None (failure already reported)."""
-        day = day_dir_for(self.root, now)
+        day = recordings.day_directory(self.root, now)
         try:
             key, path = await self.disk.call(reserve_capture_dir, day, request_id)
         except OSError as exc:
@@ -436,9 +434,10 @@ class Recorder:
             return False
         return True
 
-    async def write_json(self, directory: Path, name: str, data: Any) -> bool:
-        """Write `name` atomically (temporary file, then rename), 0600, on the disk thread."""
-        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+    async def write_pair(self, directory: Path, document: dict[str, Any]) -> bool:
+        """Write pair.json atomically (temporary file, then rename), 0600, on the disk thread."""
+        payload = recordings.encode_pair(document)
+        name = recordings.PAIR_JSON
         error = await self.disk.call(self._write_json, directory, name, payload)
         if error is not None:
             self.on_failure("pair_json", error, directory / name)

@@ -52,11 +52,6 @@ def new_request_id(now: float | None = None) -> str:
     return f"{stamp}{millis % 1000:03d}Z-{sequence:08x}-{random.getrandbits(24):06x}"
 
 
-def day_dir_for(recordings: Path, now: float) -> Path:
-    """The UTC day directory (`recordings/YYYY-MM-DD`) for wall-clock time `now`."""
-    return recordings / time.strftime("%Y-%m-%d", time.gmtime(now))
-
-
 def reserve_capture_dir(day_dir: Path, request_id: str) -> tuple[str, Path]:
     """Claim a new, empty capture directory in `day_dir` (created 0700 with its missing
     parents) and return (capture key, directory).

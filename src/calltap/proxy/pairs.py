@@ -25,8 +25,9 @@ from typing import Any, Literal
 
 import orjson
 
+from calltap import recordings
 from calltap.dialects import UNKNOWN
-from calltap.proxy.analysis import PAIR_JSON, BodySpec, Job, Result, Workers, complete
+from calltap.proxy.analysis import BodySpec, Job, Result, Workers, complete
 from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
@@ -71,16 +72,6 @@ def iso(timestamp: float | None) -> str | None:
         return None
     moment = datetime.fromtimestamp(timestamp, UTC)
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def body_extension(content_type: str) -> str:
-    """`sse` for an event stream, `json` for a JSON body, `body` for anything else."""
-    media = content_type.split(";", 1)[0].strip().lower()
-    if media == "text/event-stream":
-        return "sse"
-    if media == "application/json" or media.endswith("+json"):
-        return "json"
-    return "body"
 
 
 class Pairs:
@@ -257,7 +248,7 @@ class Pairs:
                                     recording.directory)
             except Exception as exc:
                 self.capture_failed("compare", exc, recording.directory)
-        pair_json = recording.directory / PAIR_JSON
+        pair_json = recording.directory / recordings.PAIR_JSON
         facts = result["files"] if result is not None else {}
         report = result["report"] if result is not None else None
         endings = result["endings"] if result is not None else {}
@@ -266,7 +257,7 @@ class Pairs:
                 leg.ended = endings[leg.file]
         complete(document, facts, mode, report, endings)
         if result is None:
-            written = await self.recorder.write_json(recording.directory, PAIR_JSON, document)
+            written = await self.recorder.write_pair(recording.directory, document)
         else:
             written = self._written_by_worker(result, pair_json)
         self._log_outcome(recording, chosen, mode, report, facts)
@@ -304,18 +295,18 @@ class Pairs:
             return chosen
         first = recording.attempts[0]
         if first.attempt == 1:
-            self._rename_leg(recording.directory, first, "upstream.", "upstream.attempt-1.")
-        self._rename_leg(recording.directory, chosen, f"upstream.attempt-{chosen.attempt}.",
-                         "upstream.")
+            self._rename_leg(recording.directory, first, "upstream", recordings.attempt_stem(1))
+        self._rename_leg(recording.directory, chosen, recordings.attempt_stem(chosen.attempt),
+                         "upstream")
         return chosen
 
     def _rename_leg(self, directory: Path, leg: Leg, old: str, new: str) -> None:
+        """Move a leg's files from stem `old` to stem `new`."""
         for attribute in ("file", "request_file"):
             name = getattr(leg, attribute)
-            if name is not None and name.startswith(old):
-                target = new + name.removeprefix(old)
-                if self.recorder.rename(directory, name, target):
-                    setattr(leg, attribute, target)
+            target = recordings.restemmed(name, old, new) if name is not None else None
+            if target is not None and self.recorder.rename(directory, name, target):
+                setattr(leg, attribute, target)
 
     def _document(self, recording: Recording, chosen: Leg | None, facts: dict[str, Any],
                   mode: str, report: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,0 +1,199 @@
+"""The recordings format: the one place that knows how a recordings tree is laid out and named.
+
+```
+recordings/<UTC day>/<request id>/
+  downstream.<ext>             the response body as sent to the client
+  upstream.<ext>               the response body of the compared upstream attempt
+  upstream.attempt-N.<ext>     the other attempts, when the gateway retried
+  downstream.request  upstream.request  upstream.attempt-N.request   the request bodies
+  pair.json                    metadata and the comparison (`format` says which version)
+```
+
+`<ext>` says how the body is framed: `sse` for an event stream, `ndjson` for NDJSON,
+`eventstream` for AWS's binary event stream, `json` for a JSON body, `body` for anything else.
+A body still being written carries `.partial`; one left behind by a crash keeps it.
+
+Plain names and data only: the proxy, the commands and the tests build paths with these
+functions and read pair.json through `read_pair`, and nothing else spells a file name.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from calltap.transcript import Capture
+
+FORMAT = 1
+"""pair.json's format version; a reader refuses a newer one rather than misread it."""
+PAIR_JSON = "pair.json"
+PARTIAL = ".partial"
+REQUEST = "request"
+SIDES = ("downstream", "upstream")
+Side = Literal["downstream", "upstream"]
+BODY_EXTENSIONS = ("sse", "ndjson", "eventstream", "json", "body")
+MEDIA_EXTENSIONS = {
+    "text/event-stream": "sse",
+    "application/x-ndjson": "ndjson",
+    "application/jsonl": "ndjson",
+    "application/vnd.amazon.eventstream": "eventstream",
+    "application/json": "json",
+}
+TRUNCATED = "capture_truncated"
+
+
+class PairUnreadable(ValueError):
+    """A pair.json that cannot be used: missing, not JSON, not an object, or a newer format."""
+
+
+def day_directory(root: Path, timestamp: float) -> Path:
+    """The UTC day directory (`recordings/YYYY-MM-DD`) for wall-clock time `timestamp`."""
+    return root / time.strftime("%Y-%m-%d", time.gmtime(timestamp))
+
+
+def body_extension(content_type: str) -> str:
+    """The file extension of a response body with this Content-Type."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    extension = MEDIA_EXTENSIONS.get(media)
+    if extension is not None:
+        return extension
+    return "json" if media.endswith("+json") else "body"
+
+
+def stem(side: Side, attempt: int | None = None) -> str:
+    """A leg's file stem: `downstream`, `upstream`, or `upstream.attempt-N` for a retry."""
+    if side == "upstream" and attempt is not None and attempt > 1:
+        return attempt_stem(attempt)
+    return side
+
+
+def attempt_stem(attempt: int) -> str:
+    return f"upstream.attempt-{attempt}"
+
+
+def body_name(leg_stem: str, extension: str) -> str:
+    return f"{leg_stem}.{extension}"
+
+
+def request_name(leg_stem: str) -> str:
+    return f"{leg_stem}.{REQUEST}"
+
+
+def restemmed(name: str, old: str, new: str) -> str | None:
+    """`name` with its stem `old` replaced by `new` (`upstream.attempt-2.sse` to `upstream.sse`);
+    None when `name` is not one of that stem's files."""
+    prefix = old + "."
+    return new + "." + name.removeprefix(prefix) if name.startswith(prefix) else None
+
+
+def leg_body(directory: Path, side: Side) -> Path | None:
+    """The recorded body of a side's compared leg in a capture directory, if there is one."""
+    for extension in BODY_EXTENSIONS:
+        path = directory / body_name(side, extension)
+        if path.is_file():
+            return path
+    return None
+
+
+def side_of_body(name: str) -> Side | None:
+    """The side a file name holds the compared body of (`upstream.sse` is upstream); None for
+    attempts, requests, `.partial` files and anything else."""
+    leg_stem, dot, extension = name.partition(".")
+    if dot and leg_stem in SIDES and extension in BODY_EXTENSIONS:
+        return leg_stem  # type: ignore[return-value]
+    return None
+
+
+def capture_directories(root: Path) -> list[Path]:
+    """Every directory under `root` (itself included) that holds a compared leg's body."""
+    found = {
+        path.parent
+        for side in SIDES
+        for extension in BODY_EXTENSIONS
+        for path in root.rglob(body_name(side, extension))
+        if path.is_file()
+    }
+    return sorted(found)
+
+
+def leftovers(root: Path) -> list[str]:
+    """`.partial` files an earlier run left in the tree, relative to `root`."""
+    return sorted(str(path.relative_to(root)) for path in root.glob(f"*/*/*{PARTIAL}"))
+
+
+def encode_pair(document: dict[str, Any]) -> bytes:
+    """pair.json's bytes: `format` first, then the document, indented, one trailing newline."""
+    return orjson.dumps({"format": FORMAT, **document}, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def read_pair(directory: Path) -> dict[str, Any]:
+    """A capture directory's pair.json. A file without `format` is the first version."""
+    try:
+        document = orjson.loads((directory / PAIR_JSON).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise PairUnreadable(f"{directory / PAIR_JSON}: {error}") from error
+    if not isinstance(document, dict):
+        raise PairUnreadable(f"{directory / PAIR_JSON}: not a JSON object")
+    version = document.get("format", FORMAT)
+    if not isinstance(version, int) or version > FORMAT:
+        raise PairUnreadable(f"{directory / PAIR_JSON}: format {version!r} is newer than {FORMAT}")
+    return document
+
+
+def pair_legs(directory: Path) -> dict[str, dict[str, Any]]:
+    """The compared legs a pair.json describes, by side (empty when there is no usable one)."""
+    try:
+        legs = read_pair(directory).get("legs")
+    except PairUnreadable:
+        return {}
+    if not isinstance(legs, dict):
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    attempts = legs.get("upstream_attempts")
+    if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict):
+        found["upstream"] = attempts[-1]
+    for side in SIDES:
+        if isinstance(legs.get(side), dict):
+            found[side] = legs[side]
+    return found
+
+
+def capture_of(body: bytes, leg: dict[str, Any] | None) -> Capture:
+    """A Capture whose path, status, Content-Encoding and truncation come from a pair.json leg."""
+    if not leg:
+        return Capture(body)
+    status = leg.get("status")
+    path = leg.get("path")
+    encoding = leg.get("content_encoding")
+    return Capture(
+        body,
+        path=path if isinstance(path, str) else None,
+        content_encoding=encoding if isinstance(encoding, str) and encoding else
+        _header(leg.get("response_headers"), "content-encoding"),
+        status=status if isinstance(status, int) else None,
+        truncated=leg.get("ended") == TRUNCATED,
+    )
+
+
+def request_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
+    """The request body a pair.json leg names (`request_file`), when it is a readable file in
+    `directory` itself (a name that would leave it is never read)."""
+    name = leg.get("request_file") if leg else None
+    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+        return None
+    try:
+        return (directory / name).read_bytes()
+    except OSError:
+        return None
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if not isinstance(headers, dict):
+        return None
+    for key, value in headers.items():
+        if key.lower() == name and isinstance(value, str):
+            return value
+    return None

@@ -1,0 +1,109 @@
+"""The recordings format: names, suffixes, pair.json's version, a capture from a leg."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from calltap import recordings
+from calltap.transcript import Capture
+
+
+@pytest.mark.parametrize(
+    ("content_type", "extension"),
+    [
+        ("text/event-stream; charset=utf-8", "sse"),
+        ("application/x-ndjson", "ndjson"),
+        ("application/vnd.amazon.eventstream", "eventstream"),
+        ("Application/JSON", "json"),
+        ("application/problem+json", "json"),
+        ("text/html", "body"),
+        ("", "body"),
+    ],
+)
+def test_a_body_is_named_by_its_framing(content_type: str, extension: str) -> None:
+    assert recordings.body_extension(content_type) == extension
+
+
+def test_names_of_legs_attempts_and_requests() -> None:
+    assert recordings.stem("downstream") == "downstream"
+    assert recordings.stem("upstream", 1) == "upstream"
+    assert recordings.stem("upstream", 3) == "upstream.attempt-3"
+    assert recordings.body_name(recordings.stem("upstream", 2), "sse") == "upstream.attempt-2.sse"
+    assert recordings.request_name("downstream") == "downstream.request"
+    assert recordings.restemmed("upstream.attempt-2.sse", "upstream.attempt-2", "upstream") == (
+        "upstream.sse"
+    )
+    assert recordings.restemmed("upstream.request", "upstream", "upstream.attempt-1") == (
+        "upstream.attempt-1.request"
+    )
+    assert recordings.restemmed("downstream.sse", "upstream", "upstream.attempt-1") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "side"),
+    [
+        ("upstream.sse", "upstream"),
+        ("downstream.ndjson", "downstream"),
+        ("upstream.eventstream", "upstream"),
+        ("upstream.attempt-1.sse", None),
+        ("downstream.request", None),
+        ("upstream.sse.partial", None),
+        ("pair.json", None),
+    ],
+)
+def test_which_files_hold_a_compared_leg(name: str, side: str | None) -> None:
+    assert recordings.side_of_body(name) == side
+
+
+def test_pair_json_says_its_format_first_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    encoded = recordings.encode_pair({"request_id": "r", "legs": {}})
+    assert encoded.startswith(b'{\n  "format": 1,') and encoded.endswith(b"}\n")
+    (tmp_path / "pair.json").write_bytes(encoded)
+    assert recordings.read_pair(tmp_path)["request_id"] == "r"
+    (tmp_path / "pair.json").write_bytes(orjson.dumps({"format": 2, "legs": {}}))
+    with pytest.raises(recordings.PairUnreadable, match="format 2 is newer than 1"):
+        recordings.read_pair(tmp_path)
+    assert recordings.pair_legs(tmp_path) == {}
+
+
+def test_a_pair_json_without_format_is_the_first_version(tmp_path: Path) -> None:
+    legs = {"downstream": {"file": "downstream.sse"},
+            "upstream_attempts": [{"file": "upstream.attempt-1.sse"}, {"file": "upstream.sse"}]}
+    (tmp_path / "pair.json").write_bytes(orjson.dumps({"legs": legs}))
+    assert recordings.pair_legs(tmp_path) == {
+        "downstream": {"file": "downstream.sse"},
+        "upstream": {"file": "upstream.sse"},
+    }
+
+
+def test_a_capture_takes_path_status_encoding_and_truncation_from_its_leg() -> None:
+    leg = {"path": "/v1/messages", "status": 200, "ended": "capture_truncated",
+           "response_headers": {"Content-Encoding": "gzip"}}
+    assert recordings.capture_of(b"x", leg) == Capture(
+        b"x", path="/v1/messages", content_encoding="gzip", status=200, truncated=True
+    )
+    assert recordings.capture_of(b"x", None) == Capture(b"x")
+
+
+def test_capture_directories_and_leftovers(tmp_path: Path) -> None:
+    pair = tmp_path / "2026-12-01" / "a"
+    single = tmp_path / "2026-12-01" / "b"
+    cut = tmp_path / "2026-12-01" / "c"
+    for directory in (pair, single, cut):
+        directory.mkdir(parents=True)
+    (pair / "upstream.ndjson").write_bytes(b"")
+    (pair / "downstream.sse").write_bytes(b"")
+    (single / "upstream.eventstream").write_bytes(b"")
+    (cut / "downstream.sse.partial").write_bytes(b"")
+    assert recordings.capture_directories(tmp_path) == [pair, single]
+    assert recordings.leftovers(tmp_path) == ["2026-12-01/c/downstream.sse.partial"]
+    assert recordings.leg_body(pair, "upstream") == pair / "upstream.ndjson"
+    assert recordings.leg_body(cut, "downstream") is None
+
+
+def test_the_day_is_the_utc_day() -> None:
+    assert recordings.day_directory(Path("rec"), 1796083199.0) == Path("rec/2026-11-30")
+    assert recordings.day_directory(Path("rec"), 1796083200.0) == Path("rec/2026-12-01")
