@@ -20,7 +20,7 @@ from typing import Any
 from yarl import URL
 
 from calltap.dialects import COMPARED_PATHS
-from calltap.proxy.redact import BodyMasker
+from calltap.redact import BodyMasker
 
 Address = tuple[str, int]
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calltap.proxy.redact import SECRET_HEADERS, BodyMasker, redact_headers
+from calltap.redact import SECRET_HEADERS, BodyMasker, redact_headers
 
 SECRET_NAMES = sorted(SECRET_HEADERS)
 

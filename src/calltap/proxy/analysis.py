@@ -33,7 +33,7 @@ from calltap import recordings
 from calltap.compare import check_capture, compare, compare_captures
 from calltap.dialects import transcribe
 from calltap.proxy.capture import write_fully
-from calltap.proxy.redact import BodyMasker
+from calltap.redact import BodyMasker
 from calltap.report import check_json, comparison_json
 from calltap.transcript import Capture, Transcript
 

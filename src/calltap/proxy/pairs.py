@@ -31,8 +31,8 @@ from calltap.proxy.analysis import BodySpec, Job, Result, Workers, complete
 from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
-from calltap.proxy.redact import redact_headers
 from calltap.proxy.relay import CAPTURE_TRUNCATED, CLIENT_ABORTED, COMPLETE, SHUTDOWN, Leg
+from calltap.redact import redact_headers
 
 Kind = Literal["pair", "single", "other"]
 Mode = Literal["compare", "check", "record"]
