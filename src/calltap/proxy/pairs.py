@@ -26,27 +26,21 @@ from typing import Any, Literal
 import orjson
 
 from calltap import recordings
-from calltap.dialects import UNKNOWN
 from calltap.proxy.analysis import BodySpec, Job, Result, Workers, complete
 from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
+from calltap.proxy.outcomes import Outcomes
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
-from calltap.proxy.relay import CAPTURE_TRUNCATED, CLIENT_ABORTED, COMPLETE, SHUTDOWN, Leg
+from calltap.proxy.relay import CAPTURE_TRUNCATED, COMPLETE, Leg
 from calltap.redact import redact_headers
 
 Kind = Literal["pair", "single", "other"]
 Mode = Literal["compare", "check", "record"]
-BREAKING = ("fatal", "negotiable")
 RECENT_RESULTS = 4096
 DRAIN_TIMEOUT = 30.0
 """Seconds shutdown waits for the comparisons of the captures it closed."""
 EVICTED_LOGGED = 20
 """Request ids named in one `pairs.evicted` line (the count covers them all)."""
-CUT = frozenset({CLIENT_ABORTED, SHUTDOWN})
-"""How a client's stream ends when the client hung up or calltap's shutdown cut it before its
-terminal marker (a hang-up after it is judged `complete` from what was relayed): the shorter
-stream is nobody's defect, so its findings stay in pair.json (and `pair.compared` says how it
-ended) but raise no `divergence` or `leg.defect` line."""
 
 
 @dataclass(eq=False, slots=True)
@@ -87,7 +81,7 @@ class Pairs:
         self.workers = workers
         self.mask_patterns = list(mask_patterns)
         self.redact_extra = redact_extra
-        self.single_leg = single_leg
+        self.outcomes = Outcomes(logger, metrics, single_leg=single_leg)
         self.open: dict[str, Recording] = {}
         self._results: OrderedDict[str, Path | dict[str, Any]] = OrderedDict()
         """Recently finalized keys: their pair.json, or the document itself if it could not
@@ -210,7 +204,7 @@ class Pairs:
             await self._finalize_unguarded(recording)
         except Exception as exc:
             self.capture_failed("finalize", exc, recording.directory)
-            self._log_aborted(recording)
+            self.outcomes.aborted(recording)
             self._publish(recording.key, {"request_id": recording.key, "error": type(exc).__name__})
         finally:
             self.open.pop(recording.key, None)
@@ -260,7 +254,7 @@ class Pairs:
             written = await self.recorder.write_pair(recording.directory, document)
         else:
             written = self._written_by_worker(result, pair_json)
-        self._log_outcome(recording, chosen, mode, report, facts)
+        self.outcomes.outcome(recording, chosen, mode, report, facts)
         self._publish(recording.key, document, pair_json if written else None)
 
     def _written_by_worker(self, result: Result, pair_json: Path) -> bool:
@@ -358,80 +352,6 @@ class Pairs:
             out["error"] = leg.error
         return out
 
-    # -- outcome -------------------------------------------------------------------------------
-
-    def _log_outcome(self, recording: Recording, chosen: Leg | None, mode: str,
-                     report: dict[str, Any] | None, facts: dict[str, Any]) -> None:
-        capture = str(recording.directory)
-        findings = report["findings"] if report is not None else []
-        verdict = report["verdict"] if report is not None else None
-        codes = list(dict.fromkeys(finding["code"] for finding in findings))
-        if verdict is not None:
-            self.metrics.pairs.labels(verdict).inc()
-        self._log_aborted(recording)
-        leg = recording.downstream or chosen
-        if recording.orphan:
-            side = "downstream" if recording.downstream is not None else "upstream"
-            self.metrics.orphans.labels(side).inc()
-            self.log.warning("pair.orphaned", request_id=recording.key, side=side,
-                             verdict=verdict, codes=codes, capture=capture)
-        elif mode == "compare":
-            assert leg is not None
-            self.log.info(
-                "pair.compared", request_id=recording.key, verdict=verdict, codes=codes,
-                pairing=recording.pairing, attempts=len(recording.attempts),
-                bytes_upstream=_size(chosen, facts),
-                bytes_downstream=_size(recording.downstream, facts),
-                downstream_ended=leg.ended, capture=capture)
-        elif mode == "check":
-            assert leg is not None
-            self.log.info("leg.checked", request_id=recording.key, side=leg.side,
-                          verdict=verdict, codes=codes, bytes=_size(leg, facts),
-                          ended=leg.ended, capture=capture)
-        if report is None or leg is None or leg.ended in CUT:
-            return
-        if mode == "compare":
-            self._log_comparison(recording.key, report, capture)
-        elif mode == "check" and (self.single_leg or recording.downstream is not None):
-            self._log_defects(recording.key, report["findings"], leg.side, capture)
-
-    def _log_comparison(self, key: str, report: dict[str, Any], capture: str) -> None:
-        """A `divergence` line per breaking finding; when a side could not be read, nothing
-        can be said across the sides, only each side's own defects."""
-        sides = ("upstream", "downstream")
-        if any(report[side]["dialect"] == UNKNOWN for side in sides):
-            for side in sides:
-                self._log_defects(key, report[side]["findings"], side, capture)
-            return
-        for finding in report["findings"]:
-            if finding["severity"] in BREAKING:
-                self.metrics.divergences.labels(finding["code"]).inc()
-                self.log.warning(
-                    "divergence", request_id=key, code=finding["code"],
-                    severity=finding["severity"], side=finding.get("side"),
-                    choice=finding.get("choice"), count=finding.get("count"), capture=capture)
-
-    def _log_defects(self, key: str, findings: list[dict[str, Any]], side: str,
-                     capture: str) -> None:
-        """A `leg.defect` line per fatal finding of a leg with no partner to be compared with
-        (an orphaned front leg, single-leg mode, a partner that could not be read)."""
-        for finding in findings:
-            if finding["severity"] == "fatal":
-                self.metrics.leg_defects.labels(finding["code"]).inc()
-                self.log.warning(
-                    "leg.defect", request_id=key, code=finding["code"],
-                    severity=finding["severity"], side=side, choice=finding.get("choice"),
-                    count=finding.get("count"), capture=capture)
-
-    def _log_aborted(self, recording: Recording) -> None:
-        """`leg.aborted` for each leg of the recording that did not end complete, as judged
-        from what it relayed (so only once the capture was read)."""
-        for leg in (recording.downstream, *recording.attempts):
-            if leg is not None and leg.ended != COMPLETE:
-                self.log.warning("leg.aborted", request_id=recording.key, side=leg.side,
-                                 ended=leg.ended, status=leg.status, bytes=leg.bytes,
-                                 error=leg.error)
-
     def capture_failed(self, stage: str, exc: BaseException, path: Path) -> None:
         self.metrics.capture_failures.inc()
         self.log.error("capture.failed", stage=stage, error=type(exc).__name__,
@@ -478,10 +398,3 @@ def _spec(leg: Leg | None) -> BodySpec | None:
             "content_encoding": leg.content_encoding,
             "status": leg.status, "truncated": leg.sink is not None and leg.sink.truncated,
             "ended": leg.ended, "bytes_relayed": leg.bytes}
-
-
-def _size(leg: Leg | None, facts: dict[str, Any]) -> int | None:
-    if leg is None or leg.file is None or leg.file not in facts:
-        return None
-    return facts[leg.file]["bytes"]
-
