@@ -82,7 +82,14 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 def test_the_flag_choices_are_the_dialect_modules_names():
     assert tuple(module.NAME for module in DIALECTS) == NAMES
-    assert NAMES == ("openai.chat", "anthropic.messages", "openai.responses")
+    assert NAMES == (
+        "openai.chat",
+        "anthropic.messages",
+        "openai.responses",
+        "ollama.chat",
+        "bedrock.converse",
+        "bedrock.anthropic",
+    )
 
 
 def test_a_capture_with_an_unknown_forced_dialect_is_a_value_error():

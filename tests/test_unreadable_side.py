@@ -1,8 +1,8 @@
 """A comparison in which one side could not be read says nothing across the sides.
 
-An upstream in a dialect calltap does not read (an NDJSON stream, a proxy's HTML error page) used to
-give a faithful gateway a fatal CHOICE_ADDED. Now such a comparison holds only the warnings, so it
-is inconclusive; each side's own findings stay in its transcript.
+An upstream in a dialect calltap does not read (Ollama's `/api/generate` NDJSON, a proxy's HTML
+error page) used to give a faithful gateway a fatal CHOICE_ADDED. Now such a comparison holds only
+the warnings, so it is inconclusive; each side's own findings stay in its transcript.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from calltap.transcript import Capture
 from fixtures.chat_stream import call_start, chunk, delta, sse
 
 NDJSON = (
-    b'{"model":"llama3.2","created_at":"2026-12-01T10:00:00Z","message":{"role":"assistant",'
-    b'"content":"","tool_calls":[{"function":{"name":"weather","arguments":{"city":"Oslo"}}}]},'
-    b'"done":false}\n'
-    b'{"model":"llama3.2","created_at":"2026-12-01T10:00:01Z","message":{"role":"assistant",'
-    b'"content":""},"done":true,"done_reason":"stop","prompt_eval_count":12,"eval_count":9}\n'
+    b'{"model":"llama3.2","created_at":"2026-12-01T10:00:00Z","response":"Oslo","done":false}\n'
+    b'{"model":"llama3.2","created_at":"2026-12-01T10:00:01Z","response":"","done":true,'
+    b'"done_reason":"stop","prompt_eval_count":12,"eval_count":9}\n'
 )
+"""Ollama's `/api/generate` stream: NDJSON, but of no dialect calltap reads."""
 ONE_LINE = NDJSON.splitlines(keepends=True)[1]
 """One NDJSON line is a JSON object, but of no dialect calltap reads, whatever the path says."""
 CHAT = "/v1/chat/completions"

@@ -20,7 +20,8 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
   usage only downstream (a gateway's estimate after a masked upstream EOF). A client whose
   request asked for no usage (a Chat Completions stream without `stream_options.include_usage`)
   misses none: gateways such as LiteLLM ask the provider for usage on their own behalf and keep
-  it, which is what that client asked for.
+  it, which is what that client asked for. Whether a request asked is the client's dialect's to
+  say (`usage_requested` of the dialect registry).
 Every warning of either side joins the findings. Verdict: inconclusive on any warning, else
 diverged on any fatal or negotiable finding, else equal.
 
@@ -43,7 +44,8 @@ from itertools import pairwise
 from typing import Literal
 
 from calltap.codes import Code, Severity
-from calltap.dialects import UNKNOWN, openai_chat, transcribe
+from calltap.dialects import UNKNOWN, transcribe
+from calltap.dialects import usage_requested as asks_for_usage
 from calltap.transcript import Capture, Choice, Finding, Side, ToolCall, Transcript, Usage
 
 ComparisonVerdict = Literal["equal", "diverged", "inconclusive"]
@@ -148,11 +150,7 @@ def compare_captures(
     """Compare two recorded bodies; `downstream_request` is the client's request body when it
     was recorded, which tells whether the client asked for usage."""
     down = transcribe(downstream)
-    requested = (
-        downstream_request is None
-        or down.dialect != openai_chat.NAME
-        or openai_chat.usage_requested(downstream_request)
-    )
+    requested = downstream_request is None or asks_for_usage(down.dialect, downstream_request)
     return compare(transcribe(upstream), down, usage_requested=requested)
 
 

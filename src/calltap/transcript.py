@@ -106,3 +106,6 @@ class Capture:
     """True when the recorder stopped at its size limit (CAPTURE_TRUNCATED)."""
     dialect: str | None = None
     """A dialect NAME (`anthropic.messages`) to read the body as, instead of detecting it."""
+    content_type: str | None = None
+    """The response's Content-Type; it tells NDJSON from one JSON body when the content cannot
+    (a one-line stream), and otherwise yields to the content."""

@@ -44,19 +44,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from calltap.dialects.base import Framing
 from calltap.dialects.common import (
     BODY,
     canonical_arguments,
+    chat_conversation,
     normalize_finish_reason,
     position_of,
     record_error,
+    usage_always_given,
 )
-from calltap.dialects.single_choice import EndedCall, SingleChoiceReducer
+from calltap.dialects.single_choice import EndedCall, TypedEventReducer
 from calltap.sse import Event
 from calltap.transcript import FinishReason, Position, Transcript, Usage
 
 NAME = "anthropic.messages"
 PATHS = ("/v1/messages",)
+FRAMING: Framing = "sse"
 STREAM_TYPES = frozenset(
     {
         "message_start",
@@ -113,7 +117,7 @@ class _Block(EndedCall):
             self.whole = canonical_arguments(start_input)
 
 
-class _Reducer(SingleChoiceReducer[_Block]):
+class MessagesReducer(TypedEventReducer[_Block]):
     """Messages: content blocks by index, the stop reason, usage merged field by field."""
 
     NAME = NAME
@@ -244,5 +248,7 @@ def _usage(counts: dict[str, Any]) -> Usage | None:
     return Usage(prompt, completion, total)
 
 
-reduce_events = _Reducer.reduce_events
-reduce_json = _Reducer.reduce_json
+reduce_events = MessagesReducer.reduce_events
+reduce_json = MessagesReducer.reduce_json
+conversation = chat_conversation
+usage_requested = usage_always_given

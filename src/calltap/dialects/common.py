@@ -1,5 +1,5 @@
 """What every dialect reducer shares: the reducer base, a call being accumulated, positions,
-finish-reason normalization, usage, findings, the side rules.
+finish-reason normalization, usage, findings, the side rules; and what chat-like requests share.
 
 A reducer turns one dialect's events into choices, calls and findings; the rules that do not depend
 on the dialect (decoding each call's arguments, a missing finish reason, a missing terminal marker,
@@ -19,11 +19,11 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from calltap.codes import Code
+from calltap.dialects.base import Conversation
 from calltap.jsonvalues import JsonInvalid, JsonIssue, decode_strict
-from calltap.sse import Event
 from calltap.transcript import Finding, FinishReason, Position, ToolCall, Transcript, Usage
 
 OPENAI_FINISH_REASONS: Mapping[str, FinishReason] = {
@@ -40,8 +40,19 @@ BODY = Position(None, 0)
 """Where everything in a JSON body is: no event, the start of the body."""
 
 
-def position_of(event: Event | None) -> Position:
-    """Where an event starts; BODY for what a JSON body holds (no event)."""
+class Frame(Protocol):
+    """What every framing's frame tells about where it is: `sse.Event`, `ndjson.Line`,
+    `eventstream.Message`."""
+
+    @property
+    def ordinal(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+
+def position_of(event: Frame | None) -> Position:
+    """Where a frame starts; BODY for what a JSON body holds (no frame)."""
     return BODY if event is None else Position(event.ordinal, event.offset)
 
 
@@ -59,8 +70,9 @@ class Reducer(ABC):
         self.status = status
 
     @classmethod
-    def reduce_events(cls, events: Iterable[Event], *, status: int | None = None) -> Transcript:
-        """A transcript from the dispatched SSE events of a stream, read once, in order."""
+    def reduce_events(cls, events: Iterable[Any], *, status: int | None = None) -> Transcript:
+        """A transcript from the frames of a stream (in the dialect's framing), read once, in
+        order."""
         return cls(streaming=True, status=status).stream(events)
 
     @classmethod
@@ -76,10 +88,10 @@ class Reducer(ABC):
         return self.result()
 
     @abstractmethod
-    def stream(self, events: Iterable[Event]) -> Transcript:
-        """Read the events in order up to the terminal marker, then `result`."""
+    def stream(self, events: Iterable[Any]) -> Transcript:
+        """Read the frames in order up to the terminal marker, then `result`."""
 
-    def drain(self, events: Iterator[Event], last: Event | None, terminal: bool) -> None:
+    def drain(self, events: Iterator[Frame], last: Frame | None, terminal: bool) -> None:
         """Count the events after the terminal marker (counted, never read) and note where the
         stream ended: at the terminal marker, else at its last event."""
         transcript = self.transcript
@@ -267,3 +279,34 @@ def _invalid_arguments(call: ToolCall, choice: int, reason: str) -> Finding:
         position=call.position,
         detail=f"{call.name}: {reason}",
     )
+
+
+def chat_conversation(request: dict[str, Any]) -> Conversation | None:
+    """The conversation of a request whose `messages` already speak the fingerprint's vocabulary
+    (Chat Completions, Messages, Ollama); tools from `tools` and the legacy `functions`."""
+    messages = request.get("messages")
+    if messages.__class__ is not list:
+        return None
+    return Conversation(messages, tool_names(request.get("tools"), request.get("functions")))
+
+
+def tool_names(*tool_lists: Any) -> list[str]:
+    """The names in lists of tools: `function.name` (Chat Completions, Ollama), else `name`
+    (Messages, Responses, the legacy `functions`)."""
+    names: list[str] = []
+    for tools in tool_lists:
+        if tools.__class__ is not list:
+            continue
+        for tool in tools:
+            if tool.__class__ is not dict:
+                continue
+            function = tool.get("function")
+            name = function.get("name") if function.__class__ is dict else tool.get("name")
+            if name.__class__ is str:
+                names.append(name)
+    return names
+
+
+def usage_always_given(request: bytes) -> bool:
+    """The `usage_requested` of a dialect whose answers always carry usage, asked or not."""
+    return True

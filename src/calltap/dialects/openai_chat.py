@@ -36,10 +36,12 @@ from typing import Any
 import orjson
 
 from calltap.codes import Code
+from calltap.dialects.base import Framing
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
     PendingCall,
     Reducer,
+    chat_conversation,
     finish,
     invalid_payload,
     issue_findings,
@@ -54,6 +56,7 @@ from calltap.transcript import Choice, Finding, Position, Transcript
 
 NAME = "openai.chat"
 PATHS = ("/chat/completions",)
+FRAMING: Framing = "sse"
 TERMINAL = "[DONE]"
 UNREADABLE = object()
 """A payload that is not JSON at all (already recorded as JSON_INVALID)."""
@@ -70,6 +73,9 @@ def sniff(payload: Any) -> bool:
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         return "delta" in choices[0] or "message" in choices[0]
     return "prompt_filter_results" in payload and isinstance(choices, list)
+
+
+conversation = chat_conversation
 
 
 def usage_requested(request: bytes) -> bool:

@@ -36,20 +36,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from calltap.dialects.base import Conversation, Framing
 from calltap.dialects.common import (
     BODY,
+    chat_conversation,
     finish,
     normalize_finish_reason,
     normalize_usage,
     position_of,
     record_error,
+    tool_names,
+    usage_always_given,
 )
-from calltap.dialects.single_choice import EndedCall, SingleChoiceReducer
+from calltap.dialects.single_choice import EndedCall, TypedEventReducer
 from calltap.sse import Event
 from calltap.transcript import FinishReason, Position, Transcript
 
 NAME = "openai.responses"
 PATHS = ("/responses",)
+FRAMING: Framing = "sse"
 STATUSES: dict[str, FinishReason] = {
     "completed": "stop",
     "incomplete": "length",
@@ -97,7 +102,7 @@ class _Call(EndedCall):
             self.whole = arguments
 
 
-class _Reducer(SingleChoiceReducer[_Call]):
+class _Reducer(TypedEventReducer[_Call]):
     """Responses: output items by `output_index`, the finish reason from the terminal status."""
 
     NAME = NAME
@@ -231,3 +236,18 @@ class _Reducer(SingleChoiceReducer[_Call]):
 
 reduce_events = _Reducer.reduce_events
 reduce_json = _Reducer.reduce_json
+usage_requested = usage_always_given
+
+
+def conversation(request: dict[str, Any]) -> Conversation | None:
+    """`messages` when the request has them, else the `input` items (a string is one user
+    message)."""
+    chat = chat_conversation(request)
+    if chat is not None:
+        return chat
+    entries = request.get("input")
+    if entries.__class__ is str:
+        entries = [{"role": "user", "content": entries}]
+    elif entries.__class__ is not list:
+        return None
+    return Conversation(entries, tool_names(request.get("tools"), request.get("functions")))

@@ -16,8 +16,14 @@ tool names, so the fingerprint is the sha256 of exactly those:
   of adjacent text, the parts concatenated as a gateway flattening parts into a string
   does, with whitespace stripped at both ends of each unit and never inside; empty text
   runs are dropped; images, documents and tool calls carry no text and are skipped;
-- tool names come from `tools[].function.name` (Chat Completions), `tools[].name`
-  (Messages, Responses) and the legacy `functions[].name`, sorted.
+- tool names are the ones the dialect reads from its request (`tools[].function.name` in
+  Chat Completions and Ollama, `tools[].name` in Messages and Responses, the legacy
+  `functions[].name`, `toolConfig.tools[].toolSpec.name` in Bedrock Converse), sorted.
+
+Which entries make the conversation is the dialect's knowledge, not this module's: the dialect
+the request path names (`calltap.dialects.request_conversation`; Chat Completions' reading on a
+path no dialect names) hands over its entries in one vocabulary, and the rules above apply to
+them whatever the dialect.
 
 Model, sampling settings, ids and earlier turns are left out on purpose: gateways rewrite
 them. Equal fingerprints therefore mean "probably the same request"; the pairing book
@@ -31,6 +37,8 @@ from typing import Any, Literal
 
 import orjson
 
+from calltap.dialects import request_conversation
+
 Side = Literal["assistant", "client"]
 Unit = tuple[Literal["text", "tool"], str]
 
@@ -40,36 +48,18 @@ _TOOL_RESULT_ROLES = frozenset({"tool", "function"})
 
 def request_fingerprint(body: bytes, path: str) -> str | None:
     """sha256 hex of the request's last turn and tool names, or None when the body is not a
-    JSON chat-like request (no `messages`, nor `input` on a `/responses` path). Never raises."""
+    JSON chat-like request of the dialect its path names. Never raises."""
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(request, dict):
         return None
-    entries = _conversation(request, path)
-    if not entries:
+    conversation = request_conversation(request, path)
+    if conversation is None or not conversation.entries:
         return None
-    tools = sorted(_tool_names(request.get("tools")) + _tool_names(request.get("functions")))
-    return hashlib.sha256(orjson.dumps([_last_turn(entries), tools])).hexdigest()
-
-
-def _conversation(request: dict[str, Any], path: str) -> list[Any] | None:
-    messages = request.get("messages")
-    if isinstance(messages, list):
-        return messages
-    if not _is_responses_path(path):
-        return None
-    entries = request.get("input")
-    if isinstance(entries, str):
-        return [{"role": "user", "content": entries}]
-    return entries if isinstance(entries, list) else None
-
-
-def _is_responses_path(path: str) -> bool:
-    """`input` means a Responses conversation only there: embeddings and moderations
-    requests have an `input` too."""
-    return path.partition("?")[0].rstrip("/").endswith("/responses")
+    turn = _last_turn(conversation.entries)
+    return hashlib.sha256(orjson.dumps([turn, sorted(conversation.tools)])).hexdigest()
 
 
 def _last_turn(entries: list[Any]) -> list[Unit]:
@@ -155,17 +145,3 @@ def _merge_text(units: list[Unit]) -> list[Unit]:
             merged.append((kind, text))
     flush()
     return merged
-
-
-def _tool_names(tools: Any) -> list[str]:
-    if not isinstance(tools, list):
-        return []
-    names: list[str] = []
-    for tool in tools:
-        if not isinstance(tool, dict):
-            continue
-        function = tool.get("function")
-        name = function.get("name") if isinstance(function, dict) else tool.get("name")
-        if isinstance(name, str):
-            names.append(name)
-    return names

@@ -1,0 +1,219 @@
+"""Which framing a decoded body is in, and its frames, read a piece at a time.
+
+`sniff_framing` decides, content first:
+- an AWS event stream: the first 12 bytes are a prelude whose CRC matches and whose lengths are
+  possible (a text body essentially never passes that check);
+- JSON: an optional BOM and whitespace, then `{` or `[`; but NDJSON when the `Content-Type` says
+  `application/x-ndjson`, or when the first line is a whole JSON object and another non-blank line
+  follows it (a JSON body's first line is whole only when the body is one line; a pretty-printed
+  body's first line is `{`);
+- an event stream declared `application/vnd.amazon.eventstream` whose first bytes are cut short of
+  a prelude stays one, so that its framing reports the cut;
+- anything else is SSE, as before any other framing existed.
+
+The content wins over a `Content-Type` that names another framing: a gateway that labels its SSE
+`application/json` still sends SSE, and the client had to parse what it sent.
+
+Each stream framing is a class built on the body: iterating it gives its frames (`sse.Event`,
+`ndjson.Line`, `eventstream.Message`), `payload(frame)` decodes one frame the way the dialects'
+`sniff` expects it, and `end()` says how the body ended, once the frames were read: bytes after
+the last boundary (SSE_INCOMPLETE_EVENT), or a broken event-stream message (FRAME_INVALID, at its
+offset; nothing past it is read).
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any, ClassVar
+from zlib import crc32
+
+import orjson
+
+from calltap import eventstream, ndjson, sse
+from calltap.codes import Code
+from calltap.dialects.base import Framing
+from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.transcript import Finding, Position
+
+JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*[\{\[]")
+"""A JSON body: an optional BOM, optional whitespace, then an object or an array."""
+FEED_PIECE = 64 * 1024
+"""Bytes handed to a framing's decoder at a time."""
+MEDIA_TYPES: dict[str, Framing] = {
+    "application/x-ndjson": "ndjson",
+    "application/ndjson": "ndjson",
+    "application/jsonl": "ndjson",
+    "application/vnd.amazon.eventstream": "eventstream",
+}
+"""The media types whose framing content alone cannot always tell."""
+
+
+def sniff_framing(body: bytes, content_type: str | None = None) -> Framing:
+    """The framing of a decoded body (see the module docstring for the rules)."""
+    declared = MEDIA_TYPES.get((content_type or "").partition(";")[0].strip().lower())
+    if _event_stream_prelude(body):
+        return "eventstream"
+    if JSON_START.match(body) is not None:
+        return "ndjson" if declared == "ndjson" or _several_json_lines(body) else "json"
+    if declared == "eventstream" and len(body) < eventstream.PRELUDE_LENGTH:
+        return "eventstream"
+    return "sse"
+
+
+def _event_stream_prelude(body: bytes) -> bool:
+    if len(body) < eventstream.PRELUDE_LENGTH:
+        return False
+    total = int.from_bytes(body[0:4])
+    headers = int.from_bytes(body[4:8])
+    return (
+        crc32(body[0:8]) == int.from_bytes(body[8:12])
+        and total >= eventstream.MESSAGE_OVERHEAD
+        and headers <= total - eventstream.MESSAGE_OVERHEAD
+    )
+
+
+def _several_json_lines(body: bytes) -> bool:
+    """The first line is one whole JSON object and a non-blank line follows it."""
+    first, newline, rest = body.partition(b"\n")
+    if not newline or not rest.strip():
+        return False
+    try:
+        return orjson.loads(first.removeprefix(b"\xef\xbb\xbf")).__class__ is dict
+    except orjson.JSONDecodeError:
+        return False
+
+
+def incomplete(cut: sse.Incomplete, boundary: str) -> Finding:
+    """SSE_INCOMPLETE_EVENT for the bytes after the last boundary of any framing."""
+    return Finding(
+        Code.SSE_INCOMPLETE_EVENT,
+        position=Position(None, cut.offset),
+        detail=f"{cut.length} bytes after the last {boundary}",
+    )
+
+
+class Frames(ABC):
+    """A body's frames in one framing; iterate once, then ask `end`."""
+
+    BOUNDARY: ClassVar[str]
+    """What ends a frame, for the SSE_INCOMPLETE_EVENT detail."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[Any]:
+        """The frames, in order."""
+
+    @staticmethod
+    @abstractmethod
+    def payload(frame: Any) -> Any:
+        """The decoded payload a dialect's `sniff` reads; None when there is none."""
+
+    @abstractmethod
+    def cut(self) -> sse.Incomplete | None:
+        """The bytes after the last whole frame, once every frame was read."""
+
+    def end(self) -> Finding | None:
+        """How the body ended: None when at a frame boundary."""
+        cut = self.cut()
+        return None if cut is None else incomplete(cut, self.BOUNDARY)
+
+
+class SSEFrames(Frames):
+    """Server-sent events; only one piece's events are alive at once, so a huge capture costs
+    memory for its largest event, not for all of them."""
+
+    BOUNDARY = "event boundary"
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.parser = sse.SSEParser()
+
+    def __iter__(self) -> Iterator[sse.Event]:
+        body, feed = self.body, self.parser.feed
+        for start in range(0, len(body), FEED_PIECE):
+            yield from feed(body[start : start + FEED_PIECE])
+
+    @staticmethod
+    def payload(frame: sse.Event) -> Any:
+        try:
+            return load_envelope(frame.data)[0]
+        except JsonInvalid:
+            return None
+
+    def cut(self) -> sse.Incomplete | None:
+        return self.parser.close()
+
+
+class NDJSONFrames(Frames):
+    """Newline-delimited JSON lines."""
+
+    BOUNDARY = "line end"
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.decoder = ndjson.NDJSONDecoder()
+
+    def __iter__(self) -> Iterator[ndjson.Line]:
+        body, feed = self.body, self.decoder.feed
+        for start in range(0, len(body), FEED_PIECE):
+            yield from feed(body[start : start + FEED_PIECE])
+
+    @staticmethod
+    def payload(frame: ndjson.Line) -> Any:
+        try:
+            return load_envelope(frame.text)[0]
+        except JsonInvalid:
+            return None
+
+    def cut(self) -> sse.Incomplete | None:
+        return self.decoder.close()
+
+
+class EventStreamFrames(Frames):
+    """AWS event stream messages, up to the first broken one."""
+
+    BOUNDARY = "whole message"
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.decoder = eventstream.EventStreamDecoder()
+
+    def __iter__(self) -> Iterator[eventstream.Message]:
+        body, decoder = self.body, self.decoder
+        for start in range(0, len(body), FEED_PIECE):
+            yield from decoder.feed(body[start : start + FEED_PIECE])
+            if decoder.error is not None:
+                return
+
+    @staticmethod
+    def payload(frame: eventstream.Message) -> Any:
+        """`{event type: decoded payload}`, the shape botocore gives an event (an exception is
+        keyed by its exception type)."""
+        headers = frame.headers
+        kind = headers.get(":event-type") or headers.get(":exception-type")
+        try:
+            return {kind: orjson.loads(frame.payload)} if kind.__class__ is str else None
+        except orjson.JSONDecodeError:
+            return None
+
+    def cut(self) -> sse.Incomplete | None:
+        return self.decoder.close()
+
+    def end(self) -> Finding | None:
+        error = self.decoder.error
+        if error is None:
+            return super().end()
+        return Finding(Code.FRAME_INVALID, position=Position(None, error.offset),
+                       detail=error.reason)
+
+
+STREAM_FRAMINGS: dict[Framing, type[Frames]] = {
+    "sse": SSEFrames,
+    "ndjson": NDJSONFrames,
+    "eventstream": EventStreamFrames,
+}
+"""Every stream framing's frames; "json" is a whole body, read without frames."""
