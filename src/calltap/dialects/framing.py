@@ -75,12 +75,14 @@ def _event_stream_prelude(body: bytes) -> bool:
 
 
 def _several_json_lines(body: bytes) -> bool:
-    """The first line is one whole JSON object and a non-blank line follows it."""
+    """The first line is one whole JSON object and a non-blank line follows it (bytes that are
+    not UTF-8 are the line's problem, not the framing's)."""
     first, newline, rest = body.partition(b"\n")
     if not newline or not rest.strip():
         return False
+    text = first.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
     try:
-        return orjson.loads(first.removeprefix(b"\xef\xbb\xbf")).__class__ is dict
+        return orjson.loads(text).__class__ is dict
     except orjson.JSONDecodeError:
         return False
 
