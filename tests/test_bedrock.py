@@ -1,0 +1,252 @@
+"""Amazon Bedrock: Converse streams and bodies, Anthropic on InvokeModel, alone and against a Chat
+downstream.
+
+Event streams are written by `calltap.fakes.eventstream` from the shapes in
+`tests/fixtures/bedrock/` (botocore's `bedrock-runtime` model; README.md there says where each
+comes from).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calltap.codes import Code
+from calltap.compare import compare
+from calltap.dialects import bedrock
+from calltap.eventstream import EventStreamDecoder
+from calltap.fakes import eventstream as wire
+from calltap.transcript import Position
+from dialect_helpers import assert_survives, clean_choice, codes, damaged, read, token_counts
+from fixtures import chat_stream as chat
+from fixtures.anthropic import stream as anthropic
+from fixtures.bedrock.converse_stream import THROTTLED, TOOL_USE, TOOL_USE_ID
+
+STREAM_PATH = "/model/anthropic.claude-3-5-sonnet-20241022-v2:0/converse-stream"
+INVOKE_STREAM_PATH = "/model/anthropic.claude-3-5-sonnet-20241022-v2:0/invoke-with-response-stream"
+CHAT_IDS = ["call_Wq7Lz2Nc4Yb8Tr1Hx5Kd", "call_Fp3Jm6Vs9Qa2Ue4Gn8Rb"]
+
+
+def converse(events: list[tuple[str, Any]]) -> bytes:
+    return b"".join(wire.event(kind, body) for kind, body in events)
+
+
+def replaced(kind: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """TOOL_USE with the body of its `kind` event replaced."""
+    return [(k, body if k == kind else b) for k, b in TOOL_USE]
+
+
+def test_the_tool_use_stream_reads_text_the_call_reason_and_the_usage_after_the_stop() -> None:
+    transcript = read(converse(TOOL_USE))
+    choice = clean_choice(transcript, "bedrock.converse", streaming=True)
+    assert choice.text == "I'll check the weather in Paris for you."
+    [only] = choice.tool_calls
+    assert (only.id, only.name, only.index, only.fragments) == (TOOL_USE_ID, "get_weather", 1, 6)
+    assert only.decoded.value == {"location": "Paris, FR", "unit": "celsius"}
+    assert (choice.raw_finish_reason, choice.finish_reason) == ("tool_use", "tool_calls")
+    assert token_counts(transcript) == (412, 58, 470)
+    assert transcript.end_position == choice.finish_position
+    assert transcript.events == len(TOOL_USE)
+
+
+def test_events_after_the_metadata_are_counted_but_not_read() -> None:
+    later = ("contentBlockDelta", {"delta": {"text": " More."}, "contentBlockIndex": 0})
+    transcript = read(converse([*TOOL_USE, later]))
+    assert transcript.choices[0].text == "I'll check the weather in Paris for you."
+    assert transcript.events == len(TOOL_USE) + 1
+
+
+@pytest.mark.parametrize(
+    ("reason", "normalized"),
+    [("end_turn", "stop"), ("stop_sequence", "stop"), ("tool_use", "tool_calls"),
+     ("max_tokens", "length"), ("guardrail_intervened", "content_filter"),
+     ("content_filtered", "content_filter"), ("something_new", "something_new")],
+)
+def test_stop_reasons_are_normalized(reason: str, normalized: str) -> None:
+    choice = read(converse(replaced("messageStop", {"stopReason": reason}))).choices[0]
+    assert choice.finish_reason == normalized
+
+
+def test_cache_tokens_count_in_the_prompt() -> None:
+    usage = {"inputTokens": 12, "outputTokens": 58, "totalTokens": 470,
+             "cacheReadInputTokens": 300, "cacheWriteInputTokens": 100}
+    transcript = read(converse(replaced("metadata", {"usage": usage})))
+    assert token_counts(transcript) == (412, 58, 470)
+
+
+def test_an_exception_message_is_an_error_in_a_200() -> None:
+    body = converse(TOOL_USE[:3]) + wire.exception(*THROTTLED)
+    transcript = read(body, status=200)
+    assert transcript.errors == [{"type": "throttlingException", "message": THROTTLED[1]}]
+    assert codes(transcript) == [Code.ERROR_IN_STREAM, Code.FINISH_REASON_MISSING,
+                                 Code.DONE_MISSING]
+
+
+def test_a_broken_message_is_frame_invalid_and_nothing_past_it_is_read() -> None:
+    body = bytearray(converse(TOOL_USE))
+    third = len(converse(TOOL_USE[:2]))
+    body[third + 20] ^= 0x01
+    transcript = read(bytes(body))
+    assert transcript.dialect == "bedrock.converse"
+    assert transcript.choices[0].text == "I'll"
+    assert transcript.findings[-1].code is Code.FRAME_INVALID
+    assert transcript.findings[-1].position == Position(None, third)
+    assert Code.DONE_MISSING in codes(transcript)
+
+
+def test_a_cut_message_is_an_incomplete_event() -> None:
+    body = converse(TOOL_USE)[:-10]
+    assert codes(read(body)) == [Code.SSE_INCOMPLETE_EVENT]
+
+
+def test_a_second_message_start_after_content_is_a_restart() -> None:
+    events = [*TOOL_USE[:3], TOOL_USE[0], *TOOL_USE[1:]]
+    transcript = read(converse(events))
+    [restart] = [f for f in transcript.findings if f.code is Code.STREAM_RESTARTED]
+    assert (restart.count, restart.position.event) == (1, 3)
+
+
+def test_a_tool_block_never_stopped_is_a_cut_call() -> None:
+    events = [event for event in TOOL_USE
+              if event != ("contentBlockStop", {"contentBlockIndex": 1})]
+    assert Code.TOOL_ARGUMENTS_INVALID in codes(read(converse(events)))
+
+
+CONVERSE_BODY = {
+    "output": {"message": {"role": "assistant", "content": [
+        {"text": "I'll check the weather in Paris for you."},
+        {"toolUse": {"toolUseId": TOOL_USE_ID, "name": "get_weather",
+                     "input": {"location": "Paris, FR", "unit": "celsius"}}},
+    ]}},
+    "stopReason": "tool_use",
+    "usage": {"inputTokens": 412, "outputTokens": 58, "totalTokens": 470},
+    "metrics": {"latencyMs": 1418},
+}
+
+
+def test_a_converse_body_reads_like_its_stream() -> None:
+    whole = read(json.dumps(CONVERSE_BODY).encode())
+    streamed = read(converse(TOOL_USE))
+    clean_choice(whole, "bedrock.converse", streaming=False)
+    comparison = compare(streamed, whole)
+    assert (comparison.verdict, comparison.findings) == ("equal", [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(0, 2600), max_size=8))
+def test_any_split_of_the_bytes_gives_the_same_transcript(cuts: list[int]) -> None:
+    body = converse(TOOL_USE)
+    decoder = EventStreamDecoder()
+    points = sorted(set(cuts))
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    transcript = bedrock.reduce_events(m for piece in pieces for m in decoder.feed(piece))
+    transcript.bytes = len(body)
+    assert transcript == read(body)
+
+
+def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
+    bodies = [body for _, body in TOOL_USE[7:]]
+    for _, damaged_bodies in damaged(bodies, depth=2, removing=True):
+        events = [*TOOL_USE[:7], *zip([k for k, _ in TOOL_USE[7:]], damaged_bodies, strict=True)]
+        assert_survives(read(converse(events), path=STREAM_PATH), "bedrock.converse")
+    for _, [body] in damaged([CONVERSE_BODY], depth=2, removing=True):
+        assert_survives(read(json.dumps(body).encode(), dialect="bedrock.converse"),
+                        "bedrock.converse")
+
+
+# Anthropic Messages on InvokeModelWithResponseStream.
+
+
+def anthropic_events() -> list[dict[str, Any]]:
+    return [anthropic.message_start(72), *anthropic.text_block(0, ["I'll check", " both."]),
+            *anthropic.tool_block(1, "toolu_a", "get_weather", ['{"city":', ' "Paris"}']),
+            anthropic.message_delta("tool_use", 41), anthropic.STOP]
+
+
+def test_chunks_read_as_the_anthropic_stream_they_carry() -> None:
+    wrapped = read(b"".join(wire.chunk(event) for event in anthropic_events()))
+    direct = read(anthropic.sse(anthropic_events()))
+    assert (wrapped.dialect, direct.dialect) == ("bedrock.anthropic", "anthropic.messages")
+    assert wrapped.findings == []
+    comparison = compare(direct, wrapped)
+    assert (comparison.verdict, comparison.findings) == ("equal", [])
+    start = len(b"".join(wire.chunk(event) for event in anthropic_events()[:5]))
+    assert wrapped.choices[0].tool_calls[0].position == Position(5, start)
+
+
+def test_an_exception_in_an_invoke_stream_is_an_error_and_a_bad_chunk_is_invalid() -> None:
+    events = anthropic_events()
+    bad = wire.event("chunk", {"bytes": base64.b64encode(b"{oops").decode()})
+    body = b"".join(wire.chunk(event) for event in events[:3]) + bad + wire.exception(*THROTTLED)
+    transcript = read(body, path=INVOKE_STREAM_PATH, status=200)
+    assert transcript.errors == [{"type": "throttlingException", "message": THROTTLED[1]}]
+    assert codes(transcript)[:2] == [Code.JSON_INVALID, Code.ERROR_IN_STREAM]
+
+
+def test_an_invoke_body_is_an_anthropic_message() -> None:
+    body = {"id": "msg_bdrk_01", "type": "message", "role": "assistant", "model": "claude",
+            "content": [{"type": "text", "text": "Hi"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 1}}
+    assert read(json.dumps(body).encode()).dialect == "anthropic.messages"
+    forced = read(json.dumps(body).encode(), dialect="bedrock.anthropic")
+    assert clean_choice(forced, "bedrock.anthropic", streaming=False).text == "Hi"
+
+
+# Against a Chat Completions downstream (LiteLLM's `bedrock/converse` provider).
+
+
+def chat_downstream(*, arguments: str = '{"location": "Paris, FR", "unit": "celsius"}',
+                    calls: int = 1, finish_reason: str = "tool_calls") -> bytes:
+    return chat.tool_call_stream(
+        [("get_weather", arguments)][:calls], ids=CHAT_IDS[:calls], indexes=[0][:calls],
+        cuts=[(9, 20)][:calls], text_parts=["I'll check the weather", " in Paris for you."],
+        finish_reason=finish_reason, tokens=(412, 58),
+    )
+
+
+def compared(downstream: bytes, upstream: bytes | None = None) -> tuple[str, set[Code]]:
+    """The verdict and codes, but for the cosmetic remap of the call's id and index."""
+    comparison = compare(read(upstream or converse(TOOL_USE)), read(downstream))
+    found = {finding.code for finding in comparison.findings}
+    return comparison.verdict, found - {Code.TOOL_CALL_IDS_REMAPPED}
+
+
+def test_a_faithful_translation_is_equal() -> None:
+    assert compared(chat_downstream()) == ("equal", set())
+
+
+def test_a_dropped_call_is_found() -> None:
+    assert compared(chat_downstream(calls=0, finish_reason="stop")) == (
+        "diverged",
+        {Code.TOOL_CALLS_DROPPED, Code.TOOL_CALL_SET_CHANGED, Code.FINISH_REASON_CHANGED},
+    )
+
+
+def test_a_number_turned_string_is_a_changed_call() -> None:
+    upstream = converse([
+        *TOOL_USE[:10],
+        ("contentBlockDelta", {"delta": {"toolUse": {"input": '{"days": 5}'}},
+                               "contentBlockIndex": 1}),
+        *TOOL_USE[-4:],
+    ])
+    assert compared(chat_downstream(arguments='{"days": "5"}'), upstream) == (
+        "diverged", {Code.TOOL_CALL_ARGUMENTS_CHANGED, Code.TOOL_CALL_SET_CHANGED})
+
+
+def test_a_lost_finish_reason_is_missing() -> None:
+    body = chat_downstream().replace(b'"finish_reason":"tool_calls"', b'"finish_reason":null')
+    assert compared(body) == ("diverged", {Code.FINISH_REASON_MISSING})
+
+
+def test_an_exception_not_forwarded_is_dropped() -> None:
+    upstream = converse(TOOL_USE[:7]) + wire.exception(*THROTTLED)
+    downstream = chat.sse([chat.chunk([chat.delta(content="I'll check the weather in Paris for "
+                                                  "you.", finish_reason="stop")])])
+    verdict, found = compared(downstream, upstream)
+    assert verdict == "diverged"
+    assert Code.ERROR_DROPPED in found
