@@ -1,0 +1,153 @@
+"""The declared dialect interface and the registry that dispatches through it.
+
+Every registered dialect declares what `calltap.dialects.base` names; `transcribe` tells the
+framing from the content (Content-Type only where the content cannot tell), offers the frames to
+the dialects of that framing, and asks the path only when the content names none; the request
+side (conversation, usage asked) is the dialect's, found by the request path.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import orjson
+import pytest
+
+from calltap.codes import Code
+from calltap.compare import compare_captures
+from calltap.dialects import (
+    COMPARED_PATHS,
+    DIALECTS,
+    dialect_of_path,
+    request_conversation,
+    transcribe,
+    usage_requested,
+)
+from calltap.dialects.base import FRAMINGS
+from calltap.dialects.content import EncodingError, decode_content
+from calltap.dialects.framing import sniff_framing
+from calltap.fakes import eventstream as wire
+from calltap.transcript import Capture
+from fixtures import chat_stream as chat
+
+OLLAMA_LINES = (
+    b'{"model":"m","message":{"role":"assistant","content":"Hi"},"done":false}\n'
+    b'{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop",'
+    b'"prompt_eval_count":3,"eval_count":1}\n'
+)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda dialect: dialect.NAME)
+def test_every_dialect_declares_the_whole_interface(dialect) -> None:
+    assert isinstance(dialect.NAME, str) and dialect.NAME
+    assert dialect.PATHS and all(path.startswith("/") for path in dialect.PATHS)
+    assert set(dialect.PATHS) <= set(COMPARED_PATHS)
+    assert dialect.FRAMING in FRAMINGS
+    assert dialect.sniff({}) is False
+    assert dialect.reduce_json({}).dialect == dialect.NAME
+    assert dialect.reduce_events([]).dialect == dialect.NAME
+    assert dialect.conversation({}) is None
+    assert dialect.usage_requested(b"{}") is True
+
+
+def test_the_new_dialects_endpoints_are_compared_by_default() -> None:
+    assert {"/api/chat", "/converse", "/converse-stream", "/invoke",
+            "/invoke-with-response-stream"} <= set(COMPARED_PATHS)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [("/v1/chat/completions", "openai.chat"), ("/api/chat", "ollama.chat"),
+     ("/model/meta.llama3-70b-instruct-v1:0/converse?x=1", "bedrock.converse"),
+     ("/model/m/converse-stream/", "bedrock.converse"),
+     ("/model/m/invoke-with-response-stream", "bedrock.anthropic"),
+     ("/v1/responses", "openai.responses"), ("/v1/embeddings", None)],
+)
+def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
+    dialect = dialect_of_path(path)
+    assert (dialect.NAME if dialect else None) == name
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "framing"),
+    [
+        (b'{"a": 1}', None, "json"),
+        (b'\xef\xbb\xbf  [1, 2]', None, "json"),
+        (b'{\n  "a": 1,\n  "b": 2\n}\n', None, "json"),
+        (b'{"a": 1}\n\n', None, "json"),
+        (OLLAMA_LINES, None, "ndjson"),
+        (b'{"a": 1}\n', "application/x-ndjson", "ndjson"),
+        (wire.event("messageStart", {"role": "assistant"}), None, "eventstream"),
+        (wire.event("messageStart", {}), "text/event-stream", "eventstream"),
+        (b"\x00\x00", "application/vnd.amazon.eventstream", "eventstream"),
+        (b"data: {}\n\n", None, "sse"),
+        (b"data: {}\n\n", "application/json", "sse"),
+        (b"", None, "sse"),
+    ],
+)
+def test_the_framing_is_told_from_the_content_first(body, content_type, framing) -> None:
+    assert sniff_framing(body, content_type) == framing
+
+
+def test_content_decoding_has_its_own_module() -> None:
+    assert decode_content(gzip.compress(OLLAMA_LINES), "gzip") == OLLAMA_LINES
+    with pytest.raises(EncodingError):
+        decode_content(b"x", "br")
+
+
+def test_a_gzipped_ndjson_stream_is_read_as_ollama() -> None:
+    transcript = transcribe(Capture(gzip.compress(OLLAMA_LINES), content_encoding="gzip"))
+    assert (transcript.dialect, transcript.streaming) == ("ollama.chat", True)
+    assert transcript.choices[0].text == "Hi"
+
+
+@pytest.mark.parametrize(
+    ("path", "dialect"),
+    [("/api/chat", "ollama.chat"), ("/model/m/converse-stream", "bedrock.converse"),
+     ("/model/m/invoke-with-response-stream", "bedrock.anthropic")],
+)
+def test_an_empty_body_is_cut_in_the_framing_its_path_names(path: str, dialect: str) -> None:
+    transcript = transcribe(Capture(b"", path=path))
+    assert transcript.dialect == dialect
+    assert Code.DONE_MISSING in [finding.code for finding in transcript.findings]
+
+
+def test_a_stream_of_another_framing_is_not_read_by_the_path() -> None:
+    """An SSE body on an Ollama path: the path names a dialect of lines, the content has events."""
+    body = chat.sse([{"unknown": True}])
+    assert transcribe(Capture(body, path="/api/chat")).dialect == "unknown"
+
+
+def test_a_forced_dialect_reads_the_body_in_its_own_framing() -> None:
+    body = wire.event("messageStart", {"role": "assistant"})
+    forced = transcribe(Capture(body, dialect="bedrock.anthropic"))
+    assert forced.dialect == "bedrock.anthropic"
+    assert transcribe(Capture(OLLAMA_LINES, dialect="openai.chat")).dialect == "unknown"
+
+
+def test_the_request_side_is_the_dialect_of_the_path() -> None:
+    converse = {"messages": [{"role": "user", "content": [{"text": "Hi"}]}],
+                "toolConfig": {"tools": [{"toolSpec": {"name": "f"}}]}}
+    read = request_conversation(converse, "/model/m/converse")
+    assert read is not None
+    assert read.entries == [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    assert read.tools == ["f"]
+    assert request_conversation({"input": "Hi"}, "/v1/embeddings") is None
+
+
+def test_only_a_chat_client_can_ask_for_no_usage() -> None:
+    streamed = orjson.dumps({"stream": True, "messages": []})
+    assert usage_requested("openai.chat", streamed) is False
+    assert usage_requested("ollama.chat", streamed) is True
+    assert usage_requested("unknown", streamed) is True
+
+
+def test_compare_captures_asks_the_downstream_dialect_whether_usage_was_asked() -> None:
+    upstream = Capture(OLLAMA_LINES, path="/api/chat")
+    body = chat.sse([chat.chunk([chat.delta(content="Hi", finish_reason="stop")])])
+    request = json.dumps({"stream": True, "messages": []}).encode()
+    asked = compare_captures(upstream, Capture(body), downstream_request=None)
+    not_asked = compare_captures(upstream, Capture(body), downstream_request=request)
+    assert [f.code for f in asked.findings] == [Code.USAGE_MISSING]
+    assert (not_asked.verdict, not_asked.findings) == ("equal", [])
