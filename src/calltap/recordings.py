@@ -162,7 +162,8 @@ def pair_legs(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def capture_of(body: bytes, leg: dict[str, Any] | None) -> Capture:
-    """A Capture whose path, status, Content-Encoding and truncation come from a pair.json leg."""
+    """A Capture whose path, status, Content-Encoding, Content-Type and truncation come from a
+    pair.json leg."""
     if not leg:
         return Capture(body)
     status = leg.get("status")
@@ -175,6 +176,7 @@ def capture_of(body: bytes, leg: dict[str, Any] | None) -> Capture:
         _header(leg.get("response_headers"), "content-encoding"),
         status=status if isinstance(status, int) else None,
         truncated=leg.get("ended") == TRUNCATED,
+        content_type=_header(leg.get("response_headers"), "content-type"),
     )
 
 

@@ -25,7 +25,7 @@ import signal
 import socket
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
@@ -49,6 +49,8 @@ class BodySpec(TypedDict):
     usage."""
     path: str
     content_encoding: str | None
+    content_type: NotRequired[str | None]
+    """The response's Content-Type: it tells a one-line NDJSON stream from a JSON body."""
     status: int | None
     truncated: bool
     ended: str | None
@@ -199,7 +201,8 @@ def _twin(body: bytes, bodies: dict[str, bytes]) -> str | None:
 
 def _capture(spec: BodySpec, bodies: dict[str, bytes]) -> Capture:
     return Capture(body=bodies[spec["file"]], path=spec["path"],
-                   content_encoding=spec["content_encoding"], status=spec["status"],
+                   content_encoding=spec["content_encoding"],
+                   content_type=spec.get("content_type"), status=spec["status"],
                    truncated=spec["truncated"])
 
 

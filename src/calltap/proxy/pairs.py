@@ -395,6 +395,6 @@ def _spec(leg: Leg | None) -> BodySpec | None:
     if leg is None or leg.file is None:
         return None
     return {"file": leg.file, "request_file": leg.request_file, "path": leg.path,
-            "content_encoding": leg.content_encoding,
+            "content_encoding": leg.content_encoding, "content_type": leg.content_type or None,
             "status": leg.status, "truncated": leg.sink is not None and leg.sink.truncated,
             "ended": leg.ended, "bytes_relayed": leg.bytes}
