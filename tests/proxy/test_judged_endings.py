@@ -182,10 +182,10 @@ async def test_an_orphaned_front_leg_logs_each_fatal_defect_as_leg_defect(
 async def test_an_unreadable_upstream_logs_no_divergence_only_each_sides_defects(
     topology: dict[str, Any], client: aiohttp.ClientSession, log
 ) -> None:
-    """The provider answers in a dialect calltap cannot read; the gateway hands the client a
-    chat stream with a defect of its own."""
+    """The provider answers in a dialect calltap cannot read (Ollama's `/api/generate` lines);
+    the gateway hands the client a chat stream with a defect of its own."""
     tap, provider, gateway = topology["tap"], topology["provider"], topology["gateway"]
-    provider.body = b'{"model":"m","message":{"role":"assistant","content":"hi"},"done":true}\n'
+    provider.body = b'{"model":"m","response":"hi","done":true}\n'
     provider.content_type = "application/x-ndjson"
     downstream = renumbered(chat_stream(tool_calls=1))
     gateway.replace = (provider.body, downstream)
