@@ -49,7 +49,6 @@ from calltap.dialects.common import (
     BODY,
     canonical_arguments,
     chat_conversation,
-    normalize_finish_reason,
     position_of,
     record_error,
     usage_always_given,
@@ -207,14 +206,7 @@ class MessagesReducer(TypedEventReducer[_Block]):
                 block.parts.append(fragment)
 
     def stop_reason(self, reason: Any, event: Event | None) -> None:
-        if not reason:
-            return
-        if reason.__class__ is not str:
-            reason = repr(reason)
-        choice = self.start(event)
-        choice.raw_finish_reason = reason
-        choice.finish_reason = normalize_finish_reason(reason, STOP_REASONS)
-        choice.finish_position = position_of(event)
+        self.take_finish(reason, STOP_REASONS, event)
 
     def take_usage(self, usage: Any, event: Event | None) -> None:
         """Merge a usage object: each field it carries replaces the earlier count."""

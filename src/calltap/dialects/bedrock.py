@@ -44,16 +44,13 @@ from calltap.dialects.common import (
     BODY,
     canonical_arguments,
     finish,
-    invalid_payload,
-    issue_findings,
-    normalize_finish_reason,
     position_of,
+    read_object,
     record_error,
     usage_always_given,
 )
 from calltap.dialects.single_choice import EndedCall, SingleChoiceReducer
 from calltap.eventstream import Message
-from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.transcript import FinishReason, Transcript, Usage
 
 NAME = "bedrock.converse"
@@ -130,7 +127,7 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
                     break
             elif kind == "messageStop":
                 stop = frame
-                self.stop_reason(payload.get("stopReason"), frame)
+                self.take_finish(payload.get("stopReason"), STOP_REASONS, frame)
             else:
                 self.event(kind, payload, frame)
         self.drain(frames, frame, stop is not None)
@@ -144,20 +141,7 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
         if error is not None:
             record_error(self.transcript, error, self.status, position_of(frame))
             return None
-        findings = self.transcript.findings
-        try:
-            payload = orjson.loads(frame.payload)
-        except orjson.JSONDecodeError:
-            try:
-                payload, issues = load_envelope(frame.payload.decode())
-            except (UnicodeDecodeError, JsonInvalid) as error:
-                findings.append(invalid_payload(error, position_of(frame)))
-                return None
-            findings.extend(issue_findings(issues, position_of(frame)))
-        if payload.__class__ is not dict:
-            findings.append(invalid_payload("payload is not a JSON object", position_of(frame)))
-            return None
-        return payload
+        return read_object(frame.payload, frame, self.transcript.findings)
 
     def event(self, kind: Any, payload: dict[str, Any], frame: Message) -> None:
         """One event before `messageStop`, by its `:event-type`."""
@@ -201,16 +185,6 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
         if fragment.__class__ is str:
             call.parts.append(fragment)
 
-    def stop_reason(self, reason: Any, frame: Message | None) -> None:
-        if not reason:
-            return
-        if reason.__class__ is not str:
-            reason = repr(reason)
-        choice = self.start(frame)
-        choice.raw_finish_reason = reason
-        choice.finish_reason = normalize_finish_reason(reason, STOP_REASONS)
-        choice.finish_position = position_of(frame)
-
     def usage(self, usage: Any, frame: Message | None) -> None:
         if usage.__class__ is not dict:
             return
@@ -235,7 +209,7 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
             for index, block in enumerate(content):
                 if block.__class__ is dict:
                     self.block(index, block)
-        self.stop_reason(payload.get("stopReason"), None)
+        self.take_finish(payload.get("stopReason"), STOP_REASONS, None)
         self.usage(payload.get("usage"), None)
         if output is None and payload.get("message").__class__ is str:
             record_error(self.transcript, {"message": payload["message"]}, self.status, BODY)

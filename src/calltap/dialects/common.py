@@ -21,9 +21,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, ClassVar, Protocol
 
+import orjson
+
 from calltap.codes import Code
 from calltap.dialects.base import Conversation
-from calltap.jsonvalues import JsonInvalid, JsonIssue, decode_strict
+from calltap.jsonvalues import JsonInvalid, JsonIssue, decode_strict, load_envelope
 from calltap.transcript import Finding, FinishReason, Position, ToolCall, Transcript, Usage
 
 OPENAI_FINISH_REASONS: Mapping[str, FinishReason] = {
@@ -204,6 +206,26 @@ def issue_findings(
 def invalid_payload(error: Exception | str, position: Position | None) -> Finding:
     """A JSON_INVALID warning for a payload that could not be read."""
     return Finding(Code.JSON_INVALID, position=position, detail=str(error))
+
+
+def read_object(data: str | bytes, frame: Frame, findings: list[Finding]) -> dict[str, Any] | None:
+    """A frame's payload object, or None with a JSON_INVALID warning when it is not JSON or not
+    an object. orjson reads it first, since almost every payload is plain JSON; `load_envelope`
+    reads what orjson rejects, with its issues recorded."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            text = data.decode() if isinstance(data, bytes) else data
+            payload, issues = load_envelope(text)
+        except (UnicodeDecodeError, JsonInvalid) as error:
+            findings.append(invalid_payload(error, position_of(frame)))
+            return None
+        findings.extend(issue_findings(issues, position_of(frame)))
+    if payload.__class__ is not dict:
+        findings.append(invalid_payload("payload is not a JSON object", position_of(frame)))
+        return None
+    return payload
 
 
 def decode_arguments(call: ToolCall, choice: int, findings: list[Finding]) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 from zlib import crc32
 
 import orjson
@@ -96,27 +96,51 @@ def incomplete(cut: sse.Incomplete, boundary: str) -> Finding:
     )
 
 
+def _json_or_none(text: str) -> Any:
+    try:
+        return load_envelope(text)[0]
+    except JsonInvalid:
+        return None
+
+
+class Decoder(Protocol):
+    """What every framing's incremental decoder offers."""
+
+    def feed(self, data: bytes) -> list[Any]: ...
+
+    def close(self) -> sse.Incomplete | None: ...
+
+
 class Frames(ABC):
-    """A body's frames in one framing; iterate once, then ask `end`."""
+    """A body's frames in one framing, fed to its decoder a piece at a time (only one piece's
+    frames are alive at once, so a huge capture costs memory for its largest frame, not for all
+    of them); iterate once, then ask `end`."""
 
     BOUNDARY: ClassVar[str]
     """What ends a frame, for the SSE_INCOMPLETE_EVENT detail."""
 
     def __init__(self, body: bytes) -> None:
         self.body = body
+        self.decoder = self.new_decoder()
 
+    @staticmethod
     @abstractmethod
-    def __iter__(self) -> Iterator[Any]:
-        """The frames, in order."""
+    def new_decoder() -> Decoder:
+        """The framing's decoder."""
 
     @staticmethod
     @abstractmethod
     def payload(frame: Any) -> Any:
         """The decoded payload a dialect's `sniff` reads; None when there is none."""
 
-    @abstractmethod
+    def __iter__(self) -> Iterator[Any]:
+        body, feed = self.body, self.decoder.feed
+        for start in range(0, len(body), FEED_PIECE):
+            yield from feed(body[start : start + FEED_PIECE])
+
     def cut(self) -> sse.Incomplete | None:
         """The bytes after the last whole frame, once every frame was read."""
+        return self.decoder.close()
 
     def end(self) -> Finding | None:
         """How the body ended: None when at a frame boundary."""
@@ -125,71 +149,33 @@ class Frames(ABC):
 
 
 class SSEFrames(Frames):
-    """Server-sent events; only one piece's events are alive at once, so a huge capture costs
-    memory for its largest event, not for all of them."""
+    """Server-sent events."""
 
     BOUNDARY = "event boundary"
-
-    def __init__(self, body: bytes) -> None:
-        super().__init__(body)
-        self.parser = sse.SSEParser()
-
-    def __iter__(self) -> Iterator[sse.Event]:
-        body, feed = self.body, self.parser.feed
-        for start in range(0, len(body), FEED_PIECE):
-            yield from feed(body[start : start + FEED_PIECE])
+    new_decoder = sse.SSEParser
 
     @staticmethod
     def payload(frame: sse.Event) -> Any:
-        try:
-            return load_envelope(frame.data)[0]
-        except JsonInvalid:
-            return None
-
-    def cut(self) -> sse.Incomplete | None:
-        return self.parser.close()
+        return _json_or_none(frame.data)
 
 
 class NDJSONFrames(Frames):
     """Newline-delimited JSON lines."""
 
     BOUNDARY = "line end"
-
-    def __init__(self, body: bytes) -> None:
-        super().__init__(body)
-        self.decoder = ndjson.NDJSONDecoder()
-
-    def __iter__(self) -> Iterator[ndjson.Line]:
-        body, feed = self.body, self.decoder.feed
-        for start in range(0, len(body), FEED_PIECE):
-            yield from feed(body[start : start + FEED_PIECE])
+    new_decoder = ndjson.NDJSONDecoder
 
     @staticmethod
     def payload(frame: ndjson.Line) -> Any:
-        try:
-            return load_envelope(frame.text)[0]
-        except JsonInvalid:
-            return None
-
-    def cut(self) -> sse.Incomplete | None:
-        return self.decoder.close()
+        return _json_or_none(frame.text)
 
 
 class EventStreamFrames(Frames):
-    """AWS event stream messages, up to the first broken one."""
+    """AWS event stream messages, up to the first broken one (the decoder gives none after it)."""
 
     BOUNDARY = "whole message"
-
-    def __init__(self, body: bytes) -> None:
-        super().__init__(body)
-        self.decoder = eventstream.EventStreamDecoder()
-
-    def __iter__(self) -> Iterator[eventstream.Message]:
-        body, decoder = self.body, self.decoder
-        for start in range(0, len(body), FEED_PIECE):
-            yield from decoder.feed(body[start : start + FEED_PIECE])
-            if decoder.error is not None:
-                return
+    new_decoder = eventstream.EventStreamDecoder
+    decoder: eventstream.EventStreamDecoder
 
     @staticmethod
     def payload(frame: eventstream.Message) -> Any:
@@ -201,9 +187,6 @@ class EventStreamFrames(Frames):
             return {kind: orjson.loads(frame.payload)} if kind.__class__ is str else None
         except orjson.JSONDecodeError:
             return None
-
-    def cut(self) -> sse.Incomplete | None:
-        return self.decoder.close()
 
     def end(self) -> Finding | None:
         error = self.decoder.error

@@ -28,22 +28,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
 from calltap.dialects.base import Framing
 from calltap.dialects.common import (
     canonical_arguments,
     chat_conversation,
     finish,
     invalid_payload,
-    issue_findings,
-    normalize_finish_reason,
     position_of,
+    read_object,
     record_error,
     usage_always_given,
 )
 from calltap.dialects.single_choice import EndedCall, SingleChoiceReducer
-from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.ndjson import Line
 from calltap.transcript import FinishReason, Position, Transcript, Usage
 
@@ -76,7 +72,7 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
         terminal = False
         for line in lines:
             payload = self.decode(line)
-            if payload.__class__ is not dict:
+            if payload is None:
                 continue
             self.payload(payload, line)
             if payload.get("done") is True:
@@ -85,24 +81,13 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
         self.drain(lines, line, terminal)
         return self.result()
 
-    def decode(self, line: Line) -> Any:
-        """The line's JSON value, its issues and a bad UTF-8 byte recorded; None if unreadable."""
+    def decode(self, line: Line) -> dict[str, Any] | None:
+        """The line's object, a bad UTF-8 byte recorded; None when it cannot be read."""
         findings = self.transcript.findings
         if line.invalid_utf8 is not None:
             findings.append(invalid_payload(f"byte {line.invalid_utf8} is not UTF-8",
                                             Position(line.ordinal, line.invalid_utf8)))
-        try:
-            payload = orjson.loads(line.text)
-        except orjson.JSONDecodeError:
-            try:
-                payload, issues = load_envelope(line.text)
-            except JsonInvalid as error:
-                findings.append(invalid_payload(error, position_of(line)))
-                return None
-            findings.extend(issue_findings(issues, position_of(line)))
-        if payload.__class__ is not dict:
-            findings.append(invalid_payload("line is not a JSON object", position_of(line)))
-        return payload
+        return read_object(line.text, line, findings)
 
     def payload(self, payload: dict[str, Any], line: Line | None) -> None:
         """One line, or the whole body (`line` None)."""
@@ -138,15 +123,7 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
 
     def done(self, payload: dict[str, Any], line: Line | None) -> None:
         """The final line: the finish reason and the counts."""
-        choice = self.start(line)
-        reason = payload.get("done_reason")
-        if not reason:
-            reason = IMPLIED_REASON
-        elif reason.__class__ is not str:
-            reason = repr(reason)
-        choice.raw_finish_reason = reason
-        choice.finish_reason = normalize_finish_reason(reason, DONE_REASONS)
-        choice.finish_position = position_of(line)
+        self.take_finish(payload.get("done_reason") or IMPLIED_REASON, DONE_REASONS, line)
         prompt, completion = payload.get("prompt_eval_count"), payload.get("eval_count")
         prompt = prompt if prompt.__class__ is int else None
         completion = completion if completion.__class__ is int else None

@@ -17,7 +17,7 @@ on.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 from calltap.codes import Code
@@ -29,11 +29,12 @@ from calltap.dialects.common import (
     flag_cut_call,
     invalid_payload,
     issue_findings,
+    normalize_finish_reason,
     position_of,
 )
 from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.sse import Event
-from calltap.transcript import Choice, Finding, Position, Transcript
+from calltap.transcript import Choice, Finding, FinishReason, Position, Transcript
 
 
 class EndedCall(PendingCall):
@@ -84,6 +85,20 @@ class SingleChoiceReducer(Reducer, Generic[Call]):
                                              position=position_of(event))
             self.transcript.findings.append(finding)
         finding.count = (finding.count or 0) + 1
+
+    def take_finish(
+        self, reason: Any, table: Mapping[str, FinishReason], event: Frame | None
+    ) -> None:
+        """A stated finish reason, normalized by `table`, at `event`; none stated changes
+        nothing."""
+        if not reason:
+            return
+        if reason.__class__ is not str:
+            reason = repr(reason)
+        choice = self.start(event)
+        choice.raw_finish_reason = reason
+        choice.finish_reason = normalize_finish_reason(reason, table)
+        choice.finish_position = position_of(event)
 
     def take_text(self, text: Any, event: Frame | None) -> None:
         """A piece of the answer's text: a non-empty string, which begins the choice."""
