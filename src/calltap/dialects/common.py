@@ -239,11 +239,13 @@ def decode_arguments(call: ToolCall, choice: int, findings: list[Finding]) -> No
     findings.extend(issue_findings(decoded.issues, call.position, choice))
 
 
-def finish(transcript: Transcript) -> Transcript:
+def finish(transcript: Transcript, *, marker: bool = True) -> Transcript:
     """Apply the side rules every dialect shares, once the reducer has seen the whole body.
 
     Each call's arguments are decoded; a choice without a finish reason is FINISH_REASON_MISSING; a
-    stream that never carried its terminal marker is DONE_MISSING.
+    stream that never carried its terminal marker is DONE_MISSING. A dialect whose streams have no
+    such marker (Gemini's ends with its last finish reason) passes `marker=False`: its end is
+    judged by the finish reasons alone, never by a marker it was never meant to send.
     """
     findings = transcript.findings
     for index, choice in transcript.choices.items():
@@ -253,7 +255,7 @@ def finish(transcript: Transcript) -> Transcript:
             findings.append(
                 Finding(Code.FINISH_REASON_MISSING, choice=index, position=transcript.end_position)
             )
-    if transcript.streaming and not transcript.terminal_seen:
+    if marker and transcript.streaming and not transcript.terminal_seen:
         findings.append(Finding(Code.DONE_MISSING, position=transcript.end_position))
     return transcript
 
