@@ -89,6 +89,7 @@ def test_the_flag_choices_are_the_dialect_modules_names():
         "ollama.chat",
         "bedrock.converse",
         "bedrock.anthropic",
+        "google.gemini",
     )
 
 

@@ -41,7 +41,7 @@ OLLAMA_LINES = (
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda dialect: dialect.NAME)
 def test_every_dialect_declares_the_whole_interface(dialect) -> None:
     assert isinstance(dialect.NAME, str) and dialect.NAME
-    assert dialect.PATHS and all(path.startswith("/") for path in dialect.PATHS)
+    assert dialect.PATHS and all(path.startswith(("/", ":")) for path in dialect.PATHS)
     assert set(dialect.PATHS) <= set(COMPARED_PATHS)
     assert dialect.FRAMING in FRAMINGS
     assert dialect.sniff({}) is False
@@ -73,7 +73,7 @@ def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
     ("body", "content_type", "framing"),
     [
         (b'{"a": 1}', None, "json"),
-        (b'\xef\xbb\xbf  [1, 2]', None, "json"),
+        (b'\xef\xbb\xbf  [1, 2]', None, "jsonarray"),
         (b'{\n  "a": 1,\n  "b": 2\n}\n', None, "json"),
         (b'{"a": 1}\n\n', None, "json"),
         (OLLAMA_LINES, None, "ndjson"),

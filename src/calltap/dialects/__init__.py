@@ -39,6 +39,7 @@ from calltap.dialects import (
     anthropic,
     bedrock,
     bedrock_anthropic,
+    gemini,
     ollama,
     openai_chat,
     openai_responses,
@@ -46,7 +47,7 @@ from calltap.dialects import (
 from calltap.dialects.base import Conversation, Dialect, Framing
 from calltap.dialects.common import invalid_payload, issue_findings
 from calltap.dialects.content import EncodingError, decode_content
-from calltap.dialects.framing import STREAM_FRAMINGS, sniff_framing
+from calltap.dialects.framing import STREAM_FRAMINGS, reader, sniff_framing
 from calltap.jsonvalues import JsonInvalid, load_envelope
 from calltap.transcript import Capture, Finding, Position, Transcript
 
@@ -57,6 +58,7 @@ DIALECTS: tuple[Dialect, ...] = (
     ollama,
     bedrock,
     bedrock_anthropic,
+    gemini,
 )
 NAMES: tuple[str, ...] = tuple(dialect.NAME for dialect in DIALECTS)
 """Every dialect's NAME, the values a capture's `dialect` may force."""
@@ -99,7 +101,7 @@ def _framing(body: bytes, capture: Capture, forced: Dialect | None) -> Framing:
     named = forced or dialect_of_path(capture.path)
     if named is not None and not body.strip() and named.FRAMING != "json":
         return named.FRAMING
-    if forced is None or framing in ("json", forced.FRAMING):
+    if forced is None or reader(framing) in ("json", forced.FRAMING):
         return framing
     if framing == "ndjson":
         return "json"
@@ -128,7 +130,7 @@ def _transcribe_stream(
     events = iter(frames)
     sample = list(islice(events, SNIFF_EVENTS))
     path = capture.path if sample or frames.cut() is None else None
-    candidates = tuple(dialect for dialect in DIALECTS if framing == dialect.FRAMING)
+    candidates = tuple(dialect for dialect in DIALECTS if reader(framing) == dialect.FRAMING)
     payloads = [frames.payload(frame) for frame in sample]
     dialect = forced or _detect(payloads, path, candidates)
     if dialect is None:

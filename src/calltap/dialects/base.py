@@ -8,10 +8,13 @@ every dialect into a class that is instantiated once and adds nothing.
 
 Response side:
   NAME          the transcript's `dialect` ("ollama.chat"), the value a capture may force
-  PATHS         request-path suffixes that name it when the content says nothing
+  PATHS         request-path suffixes that name it when the content says nothing (a segment,
+                `/v1/messages`, or a Google custom method, `:generateContent`)
   FRAMING       how its streams are cut into frames: "sse" (`sse.Event`), "ndjson"
                 (`ndjson.Line`), "eventstream" (`eventstream.Message`), or "json" for a dialect
-                that never streams. Any dialect also reads a whole JSON body.
+                that never streams. Any dialect also reads a whole JSON body. A JSON array
+                streamed element by element ("jsonarray", Gemini's stream without `alt=sse`)
+                hands each element out as an `sse.Event`: the "sse" dialects read it.
   sniff         does this decoded payload belong to it: a JSON body, or one frame's payload as
                 `calltap.dialects.framing` decodes it for its framing
   reduce_events frames of its framing, in order, to a Transcript
@@ -33,8 +36,8 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from calltap.transcript import Transcript
 
-Framing = Literal["sse", "ndjson", "eventstream", "json"]
-FRAMINGS: tuple[Framing, ...] = ("sse", "ndjson", "eventstream", "json")
+Framing = Literal["sse", "ndjson", "eventstream", "jsonarray", "json"]
+FRAMINGS: tuple[Framing, ...] = ("sse", "ndjson", "eventstream", "jsonarray", "json")
 
 
 class Conversation(NamedTuple):

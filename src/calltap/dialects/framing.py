@@ -6,7 +6,8 @@
 - JSON: an optional BOM and whitespace, then `{` or `[`; but NDJSON when the `Content-Type` says
   `application/x-ndjson`, or when the first line is a whole JSON object and another non-blank line
   follows it (a JSON body's first line is whole only when the body is one line; a pretty-printed
-  body's first line is `{`);
+  body's first line is `{`); and a JSON array is read element by element (`jsonarray`), the way
+  Gemini streams without `alt=sse`, so that a cut array still yields what it holds;
 - an event stream declared `application/vnd.amazon.eventstream` whose first bytes are cut short of
   a prelude stays one, so that its framing reports the cut;
 - anything else is SSE, as before any other framing existed.
@@ -15,8 +16,9 @@ The content wins over a `Content-Type` that names another framing: a gateway tha
 `application/json` still sends SSE, and the client had to parse what it sent.
 
 Each stream framing is a class built on the body: iterating it gives its frames (`sse.Event`,
-`ndjson.Line`, `eventstream.Message`), `payload(frame)` decodes one frame the way the dialects'
-`sniff` expects it, and `end()` says how the body ended, once the frames were read: bytes after
+`ndjson.Line`, `eventstream.Message`; a JSON array's elements as `sse.Event`, which the "sse"
+dialects read: `reader`), `payload(frame)` decodes one frame the way the dialects' `sniff` expects
+it, and `end()` says how the body ended, once the frames were read: bytes after
 the last boundary (SSE_INCOMPLETE_EVENT), or a broken event-stream message (FRAME_INVALID, at its
 offset; nothing past it is read).
 """
@@ -31,7 +33,7 @@ from zlib import crc32
 
 import orjson
 
-from calltap import eventstream, ndjson, sse
+from calltap import eventstream, jsonarray, ndjson, sse
 from calltap.codes import Code
 from calltap.dialects.base import Framing
 from calltap.jsonvalues import JsonInvalid, load_envelope
@@ -55,8 +57,10 @@ def sniff_framing(body: bytes, content_type: str | None = None) -> Framing:
     declared = MEDIA_TYPES.get((content_type or "").partition(";")[0].strip().lower())
     if _event_stream_prelude(body):
         return "eventstream"
-    if JSON_START.match(body) is not None:
-        return "ndjson" if declared == "ndjson" or _several_json_lines(body) else "json"
+    if (start := JSON_START.match(body)) is not None:
+        if declared == "ndjson" or _several_json_lines(body):
+            return "ndjson"
+        return "jsonarray" if body[start.end() - 1] == ord("[") else "json"
     if declared == "eventstream" and len(body) < eventstream.PRELUDE_LENGTH:
         return "eventstream"
     return "sse"
@@ -196,9 +200,23 @@ class EventStreamFrames(Frames):
                        detail=error.reason)
 
 
+class JSONArrayFrames(SSEFrames):
+    """The elements of a JSON array written progressively, each an `sse.Event`."""
+
+    BOUNDARY = "array element"
+    new_decoder = jsonarray.JSONArrayDecoder
+
+
 STREAM_FRAMINGS: dict[Framing, type[Frames]] = {
     "sse": SSEFrames,
     "ndjson": NDJSONFrames,
     "eventstream": EventStreamFrames,
+    "jsonarray": JSONArrayFrames,
 }
 """Every stream framing's frames; "json" is a whole body, read without frames."""
+
+
+def reader(framing: Framing) -> Framing:
+    """The framing whose dialects read this framing's frames: a JSON array's elements are events
+    of the "sse" dialects; every other framing is read by its own."""
+    return "sse" if framing == "jsonarray" else framing

@@ -1,0 +1,383 @@
+"""The Gemini reducer: what a careful client makes of each stream, array and body."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calltap import jsonarray, sse
+from calltap.codes import Code
+from calltap.compare import compare
+from calltap.dialects import COMPARED_PATHS, anthropic, gemini, openai_chat, openai_responses
+from calltap.transcript import Position, Transcript
+from dialect_helpers import (
+    ARGUMENTS,
+    assert_survives,
+    clean_choice,
+    codes,
+    damaged,
+    read,
+    token_counts,
+)
+from fixtures.gemini.stream import (
+    GEMINI_PATH,
+    VERTEX_PATH,
+    array,
+    call,
+    candidate,
+    chunk,
+    error,
+    text,
+    text_stream,
+    usage,
+)
+from fixtures.gemini.stream import sse as gemini_sse
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GEMINI = FIXTURES / "gemini"
+NAME = "google.gemini"
+WEATHER = {"city": "Lisbon", "unit": "celsius"}
+PLACES = {"city": "Lisbon", "kind": "museum", "open_now": True}
+
+
+def fixture(name: str) -> bytes:
+    return (GEMINI / name).read_bytes()
+
+
+def calls_of(transcript: Transcript, choice: int = 0) -> list[tuple[str, Any, int | None]]:
+    return [
+        (call.name, call.decoded.value, call.index)
+        for call in transcript.choices[choice].tool_calls
+    ]
+
+
+def finished(reason: str, *parts: dict[str, Any]) -> bytes:
+    return gemini_sse([chunk([candidate(list(parts) or [text("Hi")], finish=reason)], None)])
+
+
+# What each body holds
+
+
+def test_a_text_stream_joins_its_parts_and_ends_at_its_finish_reason() -> None:
+    body = fixture("text.sse")
+    transcript = read(body)
+    choice = clean_choice(transcript, NAME, streaming=True)
+    assert choice.text == "Lisbon is sunny today, 24 °C with a light breeze."
+    assert (choice.finish_reason, choice.raw_finish_reason) == ("stop", "STOP")
+    assert (transcript.events, transcript.terminal_seen) == (3, True)
+    assert token_counts(transcript) == (9, 12 + 21, 42)
+    last = body.rindex(b"data: ")
+    assert transcript.end_position == Position(2, last)
+    assert choice.finish_position == transcript.usage_position == Position(2, last)
+
+
+def test_parallel_function_calls_are_whole_calls_indexed_in_order() -> None:
+    transcript = read(fixture("tools.sse"))
+    choice = clean_choice(transcript, NAME, streaming=True)
+    assert choice.text == "I'll check the weather and look for museums at once."
+    assert (choice.finish_reason, choice.raw_finish_reason) == ("tool_calls", "STOP")
+    assert calls_of(transcript) == [("get_weather", WEATHER, 0), ("find_places", PLACES, 1)]
+    assert [(call.id, call.fragments) for call in choice.tool_calls] == [(None, 1), (None, 1)]
+    assert token_counts(transcript) == (83, 40 + 104, 227)
+
+
+def test_the_array_framing_reads_as_the_stream_with_element_positions() -> None:
+    body = fixture("tools.array.json")
+    as_array = read(body, path=VERTEX_PATH)
+    as_stream = read(fixture("tools.sse"))
+    assert as_array.findings == []
+    assert (as_array.dialect, as_array.streaming, as_array.events) == (NAME, True, 2)
+    assert as_array.choices[0].text == as_stream.choices[0].text
+    assert calls_of(as_array) == calls_of(as_stream)
+    assert as_array.usage == as_stream.usage
+    second = body.index(b"\r\n,") + 3
+    assert as_array.choices[0].tool_calls[0].position == Position(1, second)
+    assert compare(as_stream, as_array).findings == []
+
+
+def test_a_generate_content_body_holds_the_whole_turn() -> None:
+    transcript = read(fixture("tools.json"), path="/v1beta/models/gemini-2.5-flash:generateContent")
+    choice = clean_choice(transcript, NAME, streaming=False)
+    assert choice.text == "I'll check the weather and look for museums at once."
+    assert choice.finish_reason == "tool_calls"
+    assert calls_of(transcript) == [("get_weather", WEATHER, 0), ("find_places", PLACES, 1)]
+    assert compare(read(fixture("tools.sse")), transcript).verdict == "equal"
+
+
+def test_calls_across_chunks_are_parallel_and_keep_their_ids_and_empty_args() -> None:
+    body = gemini_sse(
+        [
+            chunk([candidate([call("get_weather", WEATHER, "fc_1")])], None),
+            chunk([candidate([call("now", None, "fc_2")])], None),
+            chunk([candidate([call("find_places", PLACES)], finish="STOP")], usage(9, 30)),
+        ]
+    )
+    transcript = read(body)
+    assert calls_of(transcript) == [
+        ("get_weather", WEATHER, 0),
+        ("now", {}, 1),
+        ("find_places", PLACES, 2),
+    ]
+    assert [call.id for call in transcript.choices[0].tool_calls] == ["fc_1", "fc_2", None]
+    assert transcript.findings == []
+
+
+def test_thought_parts_are_not_answer_text() -> None:
+    body = gemini_sse(
+        [
+            chunk([candidate([text("**Planning** the reply", thought=True)])], None),
+            chunk([candidate([text("Hello"), text(" again", thought=True)])], None),
+            chunk([candidate([text(" there.")], finish="STOP")], usage(3, 2, 40)),
+        ]
+    )
+    assert read(body).choices[0].text == "Hello there."
+
+
+def test_two_candidates_are_two_choices_keyed_by_index_or_position() -> None:
+    body = gemini_sse(
+        [
+            chunk(
+                [candidate([text("Yes")], index=None), candidate([text("No")], index=None)], None
+            ),
+            chunk([candidate([text(", gladly.")], index=1, finish="STOP")], None),
+            chunk([candidate([text(", sure.")], finish="MAX_TOKENS")], usage(5, 8)),
+        ]
+    )
+    transcript = read(body)
+    assert [
+        (index, choice.text, choice.finish_reason) for index, choice in transcript.choices.items()
+    ] == [(0, "Yes, sure.", "length"), (1, "No, gladly.", "stop")]
+    assert transcript.findings == []
+
+
+def test_an_index_that_is_not_an_integer_is_the_position_in_the_list() -> None:
+    second = {**candidate([text("No")], finish="STOP"), "index": "1"}
+    body = gemini_sse([chunk([candidate([text("Yes")], finish="STOP"), second], None)])
+    assert {i: c.text for i, c in read(body).choices.items()} == {0: "Yes", 1: "No"}
+
+
+@pytest.mark.parametrize(
+    ("reason", "normalized"),
+    [
+        ("STOP", "stop"),
+        ("MAX_TOKENS", "length"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("LANGUAGE", "content_filter"),
+        ("BLOCKLIST", "content_filter"),
+        ("PROHIBITED_CONTENT", "content_filter"),
+        ("SPII", "content_filter"),
+        ("IMAGE_SAFETY", "content_filter"),
+        ("IMAGE_PROHIBITED_CONTENT", "content_filter"),
+        ("IMAGE_RECITATION", "content_filter"),
+        ("OTHER", "OTHER"),
+        ("MALFORMED_FUNCTION_CALL", "MALFORMED_FUNCTION_CALL"),
+        ("UNEXPECTED_TOOL_CALL", "UNEXPECTED_TOOL_CALL"),
+        ("TOO_MANY_TOOL_CALLS", "TOO_MANY_TOOL_CALLS"),
+        ("SOME_FUTURE_REASON", "SOME_FUTURE_REASON"),
+    ],
+)
+def test_finish_reasons_are_normalized(reason: str, normalized: str) -> None:
+    choice = read(finished(reason)).choices[0]
+    assert (choice.finish_reason, choice.raw_finish_reason) == (normalized, reason)
+
+
+def test_stop_with_calls_is_tool_calls_and_max_tokens_with_calls_stays_length() -> None:
+    assert read(finished("STOP", call("f", {}))).choices[0].finish_reason == "tool_calls"
+    assert read(finished("MAX_TOKENS", call("f", {}))).choices[0].finish_reason == "length"
+
+
+def test_a_stream_without_a_finish_reason_is_finish_reason_missing_never_done_missing() -> None:
+    for body in (
+        gemini_sse(text_stream(["Hi", " there"], finish=None)),
+        finished("FINISH_REASON_UNSPECIFIED"),
+        array(text_stream(["Hi", " there"], finish=None), closed=False),
+    ):
+        transcript = read(body, path=GEMINI_PATH)
+        assert Code.FINISH_REASON_MISSING in codes(transcript)
+        assert Code.DONE_MISSING not in codes(transcript)
+        assert transcript.choices[0].finish_reason is None
+        assert not transcript.terminal_seen
+
+
+def test_usage_is_the_last_snapshot_not_a_sum() -> None:
+    body = gemini_sse(
+        [
+            chunk([candidate([text("a")])], usage(10, 1)),
+            chunk([candidate([text("b")])], {}),
+            chunk([candidate([text("c")], finish="STOP")], usage(10, 3)),
+        ]
+    )
+    transcript = read(body)
+    assert token_counts(transcript) == (10, 3, 13)
+    assert transcript.usage_position == Position(2, body.rindex(b"data: "))
+
+
+def test_thoughts_count_as_completion_tokens_unless_the_candidates_already_hold_them() -> None:
+    exclusive = {
+        "promptTokenCount": 4,
+        "candidatesTokenCount": 49,
+        "thoughtsTokenCount": 2042,
+        "totalTokenCount": 2095,
+    }
+    inclusive = {**exclusive, "candidatesTokenCount": 2091}
+    for counts, completion in ((exclusive, 2091), (inclusive, 2091)):
+        transcript = read(gemini_sse([chunk([candidate([text("a")], finish="STOP")], counts)]))
+        assert transcript.usage.completion_tokens == completion
+        assert transcript.usage.total_tokens == 2095
+
+
+def test_an_error_payload_in_a_200_stream_is_error_in_stream() -> None:
+    body = gemini_sse([*text_stream(["Once upon"], finish=None), error()])
+    transcript = read(body, status=200)
+    assert codes(transcript) == [Code.ERROR_IN_STREAM, Code.FINISH_REASON_MISSING]
+    assert transcript.errors == [error()["error"]]
+    assert transcript.findings[0].detail == "500: Internal error encountered."
+
+
+@pytest.mark.parametrize("name", ["error.json", "error.array.json"])
+def test_an_error_body_is_kept_without_a_finding_only_with_a_4xx_status(name: str) -> None:
+    path = VERTEX_PATH if name.endswith("array.json") else "/v1beta/models/m:generateContent"
+    kept = read(fixture(name), path=path, status=429)
+    assert (kept.dialect, kept.choices, kept.findings) == (NAME, {}, [])
+    assert kept.errors[0]["status"] == "RESOURCE_EXHAUSTED"
+    assert codes(read(fixture(name), path=path, status=200)) == [Code.ERROR_IN_STREAM]
+
+
+def test_a_prompt_blocked_before_any_candidate_is_a_content_filter_finish() -> None:
+    transcript = read(fixture("blocked.json"))
+    choice = clean_choice(transcript, NAME, streaming=False)
+    assert (choice.text, choice.tool_calls) == ("", [])
+    assert choice.finish_reason == "content_filter"
+    assert choice.raw_finish_reason == "PROHIBITED_CONTENT"
+    assert transcript.usage.prompt_tokens == 8
+
+
+def test_a_cut_array_yields_what_it_holds_and_warns() -> None:
+    body = fixture("tools.array.json")
+    cut = body[: body.index(b"find_places")]
+    transcript = read(cut, path=VERTEX_PATH)
+    assert transcript.choices[0].text.startswith("I'll check")
+    assert transcript.choices[0].tool_calls == []
+    assert codes(transcript) == [Code.FINISH_REASON_MISSING, Code.SSE_INCOMPLETE_EVENT]
+    incomplete = transcript.findings[1]
+    second = body.index(b"\r\n,")
+    assert incomplete.position == Position(None, second)
+    assert incomplete.detail == f"{len(cut) - second} bytes after the last array element"
+
+
+def test_an_answer_without_any_candidate_block_or_error_never_finished() -> None:
+    for body in (b"[]", b'[{"object": "list", "data": []}]', b""):
+        transcript = read(body, path=GEMINI_PATH)
+        assert transcript.dialect == NAME
+        assert [(f.code, f.choice) for f in transcript.findings] == [
+            (Code.FINISH_REASON_MISSING, None)
+        ]
+    assert read(b'[{"object": "list", "data": []}]').dialect == "unknown"
+
+
+def test_both_endpoints_of_both_apis_are_compared_and_confirm_the_dialect() -> None:
+    assert {":streamGenerateContent", ":generateContent"} <= set(COMPARED_PATHS)
+    only_error = gemini_sse([error()])
+    for path in (GEMINI_PATH + "?alt=sse", VERTEX_PATH + "?alt=sse"):
+        assert read(only_error, path=path, status=503).dialect == NAME
+    assert read(only_error, path="/v1/messages", status=503).dialect == "anthropic.messages"
+
+
+# Detection
+
+
+def payloads_in(directory: Path) -> list[Any]:
+    """Every payload of every fixture body in `directory`: SSE data, or a JSON body."""
+    found: list[Any] = []
+    for path in sorted(directory.iterdir()):
+        body = path.read_bytes()
+        if path.suffix == ".sse":
+            events, _ = sse.parse(body)
+        elif body.lstrip().startswith(b"["):
+            events, _ = jsonarray.parse(body)
+        elif path.suffix == ".json":
+            found.append(orjson.loads(body))
+            continue
+        else:
+            continue
+        for event in events:
+            try:
+                found.append(orjson.loads(event.data))
+            except orjson.JSONDecodeError:
+                continue
+    return found
+
+
+def test_sniff_claims_gemini_payloads_and_no_other_dialect_claims_them_or_is_claimed() -> None:
+    ours = [p for p in payloads_in(GEMINI) if "error" not in p]
+    assert ours and all(gemini.sniff(payload) for payload in ours)
+    for other in (openai_chat, anthropic, openai_responses):
+        assert not any(other.sniff(payload) for payload in ours), other.NAME
+    theirs = [
+        payload
+        for directory in ("openai_chat", "anthropic", "openai_responses")
+        for payload in payloads_in(FIXTURES / directory)
+    ]
+    assert len(theirs) > 100
+    assert not any(gemini.sniff(payload) for payload in theirs)
+
+
+# The laws
+
+
+WELL_FORMED = [
+    chunk([candidate([text("Hi", thought=True), text("Hi")], index=None)], usage(4, 1)),
+    chunk([candidate([call("f", {"a": 1}, "fc_1")], finish="STOP")], usage(4, 5, 9)),
+    {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 4}},
+    error(),
+]
+
+
+def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
+    for _, payloads in damaged(WELL_FORMED, depth=2, removing=True):
+        assert_survives(read(gemini_sse(payloads), path=GEMINI_PATH), NAME)
+        assert_survives(read(array(payloads), path=VERTEX_PATH), NAME)
+        whole = json.dumps(payloads[1]).encode()
+        assert_survives(read(whole, dialect=NAME), NAME)
+
+
+def events_of(body: bytes, cuts: list[int], reader: type) -> list[sse.Event]:
+    decoder = reader()
+    points = [0, *sorted(cuts), len(body)]
+    return [event for a, b in pairwise(points) for event in decoder.feed(body[a:b])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arguments=st.lists(ARGUMENTS, min_size=1, max_size=3),
+    pieces=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_any_split_of_the_stream_or_the_array_gives_the_same_transcript(
+    arguments: list[dict[str, Any]], pieces: list[str], data: st.DataObject
+) -> None:
+    payloads = [
+        *text_stream(pieces, finish=None),
+        chunk(
+            [candidate([call(f"f{k}", args) for k, args in enumerate(arguments)], finish="STOP")],
+            usage(7, 11, 3),
+        ),
+    ]
+    for body, reader in (
+        (gemini_sse(payloads), sse.SSEParser),
+        (array(payloads), jsonarray.JSONArrayDecoder),
+    ):
+        cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=8))
+        whole = gemini.reduce_events(events_of(body, [], reader))
+        assert gemini.reduce_events(events_of(body, cuts, reader)) == whole
+        assert whole.findings == []
+        assert whole.choices[0].text == "".join(pieces)
+        assert [call.decoded.value for call in whole.choices[0].tool_calls] == arguments
