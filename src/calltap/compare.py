@@ -13,7 +13,9 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
 - A side defect (FINISH_REASON_MISSING, DONE_MISSING, ERROR_IN_STREAM, TOOL_CALL_INDEX_MISSING,
   TOOL_CALL_INDEX_GAP, TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT, STREAM_RESTARTED) is a
   divergence only when it is present downstream and not upstream with the same code and choice:
-  the gateway cannot be blamed for what it was sent.
+  the gateway cannot be blamed for what it was sent. A stream the provider never ended (its
+  `terminal_seen` false: no terminal marker, or in Gemini, which has none, a choice left without
+  its finish reason) likewise excuses a downstream DONE_MISSING.
 - ERROR_DROPPED when upstream carried an error object and downstream carries none in any shape:
   the client never learned that the provider failed.
 - USAGE_MISSING when only upstream had usage, USAGE_CHANGED when the counts differ, including
@@ -322,8 +324,11 @@ def _cosmetic(up: Choice, down: Choice, pairs: list[tuple[int, int]]) -> list[Fi
 
 
 def _side_defects(upstream: Transcript, downstream: Transcript) -> list[Finding]:
-    """Downstream side defects that upstream did not already have (same code and choice)."""
+    """Downstream side defects that upstream did not already have (same code and choice); a
+    stream upstream never ended has, in any dialect, the DONE_MISSING of a client's stream."""
     inherited = {(f.code, f.choice) for f in upstream.findings if f.code in SIDE_DEFECTS}
+    if upstream.streaming and not upstream.terminal_seen:
+        inherited.add((Code.DONE_MISSING, None))
     return [
         dataclasses.replace(finding, side="downstream")
         for finding in downstream.findings
