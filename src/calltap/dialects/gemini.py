@@ -29,7 +29,9 @@ object. Gemini API paths (`/v1beta/models/…`) and Vertex AI paths
 - `usageMetadata` is a snapshot repeated on chunks: the last one wins. Prompt tokens are
   `promptTokenCount`; completion tokens are `candidatesTokenCount` plus `thoughtsTokenCount`
   (OpenAI counts reasoning in completion tokens), unless prompt and candidates already make the
-  total, in which case the candidates count holds the thoughts; total is `totalTokenCount`.
+  total, in which case the candidates count holds the thoughts; total is `totalTokenCount`. A
+  count left out is 0, as proto3's JSON leaves zeros out (a blocked prompt has no
+  `candidatesTokenCount`).
 - An `{"error": {code, message, status}}` payload is kept, and is ERROR_IN_STREAM unless the
   status is 4xx/5xx; a payload that is not a JSON object is JSON_INVALID.
 - A prompt blocked before any candidate (`promptFeedback.blockReason` and no candidates) is
@@ -96,6 +98,7 @@ FINISH_REASONS: dict[str, FinishReason] = {
         FILTERED,
     ),
 }
+USAGE_KEYS = ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount")
 NO_REASON = frozenset(
     {"FINISH_REASON_UNSPECIFIED", "BLOCK_REASON_UNSPECIFIED", "BLOCKED_REASON_UNSPECIFIED"}
 )
@@ -248,20 +251,15 @@ def _text_of(reason: Any) -> str:
 
 
 def _usage(counts: dict[str, Any]) -> Usage | None:
-    """One `usageMetadata` snapshot in OpenAI's terms (None when it holds no count)."""
-    prompt = _count(counts.get("promptTokenCount"))
-    candidates = _count(counts.get("candidatesTokenCount"))
-    thoughts = _count(counts.get("thoughtsTokenCount"))
-    total = _count(counts.get("totalTokenCount"))
-    completion = candidates
-    if thoughts is not None:
-        inclusive = total is not None and (prompt or 0) + (candidates or 0) == total
-        completion = (candidates or 0) + (0 if inclusive else thoughts)
-    if total is None and prompt is not None and completion is not None:
-        total = prompt + completion
-    if prompt is None and completion is None and total is None:
+    """One `usageMetadata` snapshot in OpenAI's terms; None when it holds no count. A count it
+    leaves out is 0, the value proto3's JSON leaves out."""
+    prompt, candidates, thoughts, total = (_count(counts.get(key)) for key in USAGE_KEYS)
+    if prompt is None and candidates is None and thoughts is None and total is None:
         return None
-    return Usage(prompt, completion, total)
+    prompt, candidates = prompt or 0, candidates or 0
+    inclusive = total is not None and prompt + candidates == total
+    completion = candidates + (0 if inclusive else thoughts or 0)
+    return Usage(prompt, completion, prompt + completion if total is None else total)
 
 
 def _count(value: Any) -> int | None:
