@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 from calltap import jsonarray, sse
 from calltap.codes import Code
 from calltap.compare import compare
-from calltap.dialects import COMPARED_PATHS, anthropic, gemini, openai_chat, openai_responses
+from calltap.dialects import (
+    COMPARED_PATHS,
+    anthropic,
+    gemini,
+    openai_chat,
+    openai_responses,
+    request_conversation,
+    usage_requested,
+)
+from calltap.proxy.fingerprint import request_fingerprint
 from calltap.transcript import Position, Transcript
 from dialect_helpers import (
     ARGUMENTS,
@@ -26,6 +35,7 @@ from dialect_helpers import (
     read,
     token_counts,
 )
+from fixtures import chat_stream as chat
 from fixtures.gemini.stream import (
     GEMINI_PATH,
     VERTEX_PATH,
@@ -143,9 +153,7 @@ def test_thought_parts_are_not_answer_text() -> None:
 def test_two_candidates_are_two_choices_keyed_by_index_or_position() -> None:
     body = gemini_sse(
         [
-            chunk(
-                [candidate([text("Yes")], index=None), candidate([text("No")], index=None)], None
-            ),
+            chunk([candidate([text("Yes")], index=None), candidate([text("No")], index=None)], {}),
             chunk([candidate([text(", gladly.")], index=1, finish="STOP")], None),
             chunk([candidate([text(", sure.")], finish="MAX_TOKENS")], usage(5, 8)),
         ]
@@ -381,3 +389,262 @@ def test_any_split_of_the_stream_or_the_array_gives_the_same_transcript(
         assert whole.findings == []
         assert whole.choices[0].text == "".join(pieces)
         assert [call.decoded.value for call in whole.choices[0].tool_calls] == arguments
+
+
+# Across the translation: Gemini upstream, Chat Completions downstream
+
+TURN_TEXT = "I'll check the weather and look for museums at once."
+CALLS = [("get_weather", WEATHER), ("find_places", PLACES)]
+CHAT_IDS = ["call_Wq7Lz2Nc4Yb8Tr1Hx5Kd", "call_Fp3Jm6Vs9Qa2Ue4Gn8Rb", "call_Zr5Hq1Lm8Kd3Ty6Nb2Ws"]
+
+
+def upstream(
+    calls: list[tuple[str, Any]] = CALLS, *, finish: str = "STOP", as_array: bool = False
+) -> Transcript:
+    """Text, then each call in a chunk of its own, the finish reason on the last; usage on each."""
+    payloads = [chunk([candidate([text(TURN_TEXT)])], usage(83, 12, 104))]
+    payloads += [chunk([candidate([call(*pair)])], usage(83, 40, 104)) for pair in calls]
+    payloads[-1]["candidates"][0]["finishReason"] = finish
+    if as_array:
+        return read(array(payloads), path=VERTEX_PATH)
+    return read(gemini_sse(payloads), path=GEMINI_PATH + "?alt=sse")
+
+
+def downstream(
+    calls: list[tuple[str, Any]] = CALLS,
+    *,
+    finish_reason: str | None = "tool_calls",
+    indexes: list[int] | None = None,
+    cuts: list[list[int]] | None = None,
+    tokens: tuple[int, int] = (83, 144),
+    done: bool = True,
+) -> Transcript:
+    """The Chat Completions stream a translating gateway hands the client."""
+    body = chat.tool_call_stream(
+        [(name, json.dumps(args)) for name, args in calls],
+        ids=CHAT_IDS[: len(calls)],
+        indexes=indexes if indexes is not None else list(range(len(calls))),
+        cuts=cuts or [[5], [7, 19], [3]][: len(calls)],
+        interleave=False,
+        text_parts=[TURN_TEXT[:10], TURN_TEXT[10:]],
+        finish_reason=finish_reason,  # type: ignore[arg-type]
+        tokens=tokens,
+        done=done,
+    )
+    return read(body, path="/v1/chat/completions")
+
+
+def cross_codes(comparison: Any) -> set[Code]:
+    return {finding.code for finding in comparison.findings}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    arguments=st.lists(ARGUMENTS, min_size=2, max_size=2),
+    cuts=st.lists(st.lists(st.integers(0, 60), max_size=5), min_size=2, max_size=2),
+    as_array=st.booleans(),
+)
+def test_a_faithful_chat_translation_of_parallel_calls_is_equal(
+    arguments: list[dict[str, Any]], cuts: list[list[int]], as_array: bool
+) -> None:
+    calls = [("get_weather", arguments[0]), ("find_places", arguments[1])]
+    comparison = compare(upstream(calls, as_array=as_array), downstream(calls, cuts=cuts))
+    assert comparison.upstream.dialect == NAME
+    assert comparison.verdict == "equal"
+    assert cross_codes(comparison) == {Code.TOOL_CALL_IDS_REMAPPED}
+
+
+def test_a_dropped_parallel_call_is_tool_calls_dropped() -> None:
+    comparison = compare(upstream(), downstream(CALLS[:1]))
+    assert comparison.verdict == "diverged"
+    assert cross_codes(comparison) == {
+        Code.TOOL_CALLS_DROPPED,
+        Code.TOOL_CALL_SET_CHANGED,
+        Code.TOOL_CALL_IDS_REMAPPED,
+    }
+    dropped = next(f for f in comparison.findings if f.code is Code.TOOL_CALLS_DROPPED)
+    assert (dropped.count, dropped.detail) == (1, "missing downstream: find_places")
+
+
+def test_arguments_of_another_type_are_changed_and_a_double_is_the_same_number() -> None:
+    calls = [("forecast", {"city": "Lisbon", "days": 5})]
+    as_string = [("forecast", {"city": "Lisbon", "days": "5"})]
+    as_double = [("forecast", {"city": "Lisbon", "days": 5.0})]
+    changed = compare(upstream(calls), downstream(as_string, tokens=(83, 144)))
+    assert changed.verdict == "diverged"
+    assert Code.TOOL_CALL_ARGUMENTS_CHANGED in cross_codes(changed)
+    same = compare(upstream(calls), downstream(as_double))
+    assert (same.verdict, cross_codes(same)) == ("equal", {Code.TOOL_CALL_IDS_REMAPPED})
+
+
+def test_a_finish_reason_lost_in_translation_is_finish_reason_missing() -> None:
+    comparison = compare(upstream(), downstream(finish_reason=None))
+    assert comparison.verdict == "diverged"
+    assert cross_codes(comparison) == {Code.FINISH_REASON_MISSING, Code.TOOL_CALL_IDS_REMAPPED}
+    missing = next(f for f in comparison.findings if f.code is Code.FINISH_REASON_MISSING)
+    assert (missing.side, missing.choice) == ("downstream", 0)
+
+
+def gemini_error_stream() -> Transcript:
+    body = gemini_sse([*text_stream(["Once upon", " a time"], finish=None), error()])
+    return read(body, path=GEMINI_PATH, status=200)
+
+
+def chat_error_translation(*, with_error: bool) -> Transcript:
+    payloads: list[dict[str, Any] | str] = [
+        chat.chunk([chat.delta(role="assistant", content="")]),
+        *(chat.chunk([chat.delta(content=part)]) for part in ("Once upon", " a time")),
+        chat.chunk([], usage=chat.usage(9, 8 + 21)),
+    ]
+    if with_error:
+        payloads.append({"error": {"message": "Internal error encountered.", "code": 500}})
+    return read(chat.sse(payloads, done=False), path="/v1/chat/completions")
+
+
+def test_an_upstream_error_not_forwarded_is_error_dropped_and_forwarded_is_equal() -> None:
+    dropped = compare(gemini_error_stream(), chat_error_translation(with_error=False))
+    assert dropped.verdict == "diverged"
+    assert cross_codes(dropped) == {Code.ERROR_DROPPED}
+    forwarded = compare(gemini_error_stream(), chat_error_translation(with_error=True))
+    assert (forwarded.verdict, forwarded.findings) == ("equal", [])
+
+
+def test_parallel_calls_all_emitted_on_index_0_downstream_diverge() -> None:
+    calls = [*CALLS, ("get_weather", {"city": "Porto", "unit": "celsius"})]
+    comparison = compare(upstream(calls), downstream(calls, indexes=[0, 0, 0]))
+    assert comparison.verdict == "diverged"
+    assert {
+        Code.TOOL_CALL_ID_CONFLICT,
+        Code.TOOL_ARGUMENTS_INVALID,
+        Code.TOOL_CALLS_DROPPED,
+    } <= cross_codes(comparison)
+    (merged,) = comparison.downstream.choices[0].tool_calls
+    assert merged.arguments.count("Lisbon") == 2
+
+
+def test_a_malformed_function_call_told_as_stop_is_finish_reason_changed() -> None:
+    comparison = compare(
+        upstream([], finish="MALFORMED_FUNCTION_CALL"),
+        downstream([], finish_reason="stop", tokens=(83, 116)),
+    )
+    assert cross_codes(comparison) == {Code.FINISH_REASON_CHANGED}
+    changed = comparison.findings[0]
+    assert changed.detail == "MALFORMED_FUNCTION_CALL -> stop"
+
+
+def test_a_blocked_prompt_is_equal_to_a_content_filter_finish_only() -> None:
+    blocked = read(fixture("blocked.json"))
+    for reason, verdict in (("content_filter", "equal"), ("stop", "diverged")):
+        answer = {
+            "id": chat.CHUNK_ID,
+            "object": "chat.completion",
+            "created": chat.CREATED,
+            "model": chat.MODEL,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": None},
+                 "finish_reason": reason}
+            ],
+            "usage": {"prompt_tokens": 8, "completion_tokens": 0, "total_tokens": 8},
+        }
+        comparison = compare(blocked, read(json.dumps(answer).encode()))
+        assert comparison.verdict == verdict, reason
+
+
+def test_thought_tokens_left_out_of_the_completion_count_is_usage_changed() -> None:
+    comparison = compare(upstream(), downstream(tokens=(83, 40)))
+    assert cross_codes(comparison) == {Code.USAGE_CHANGED, Code.TOOL_CALL_IDS_REMAPPED}
+
+
+# The request side
+
+CHAT_REQUEST = {
+    "model": "gemini-2.5-flash",
+    "stream": True,
+    "messages": [
+        {"role": "system", "content": "You are a travel assistant."},
+        {"role": "user", "content": "Weather and museums in Lisbon?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": CHAT_IDS[0], "type": "function",
+                 "function": {"name": "get_weather", "arguments": json.dumps(WEATHER)}},
+                {"id": CHAT_IDS[1], "type": "function",
+                 "function": {"name": "find_places", "arguments": json.dumps(PLACES)}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": CHAT_IDS[0], "content": "24 °C, sunny"},
+        {"role": "tool", "tool_call_id": CHAT_IDS[1], "content": '["MAAT", "Gulbenkian"]'},
+    ],
+    "tools": [
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+        for name in ("get_weather", "find_places")
+    ],
+}
+LITELLM_REQUEST = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "Weather and museums in Lisbon?"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"function_call": {"name": "get_weather", "args": WEATHER}},
+                {"function_call": {"name": "find_places", "args": PLACES}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"function_response": {"name": "get_weather",
+                                       "response": {"content": "24 °C, sunny"}}},
+                {"function_response": {"name": "find_places",
+                                       "response": {"content": '["MAAT", "Gulbenkian"]'}}},
+            ],
+        },
+    ],
+    "system_instruction": {"parts": [{"text": "You are a travel assistant."}]},
+    "tools": [{"function_declarations": [{"name": "get_weather"}, {"name": "find_places"}]}],
+    "generationConfig": {"temperature": 0.2},
+}
+
+
+def test_a_gemini_request_reads_as_the_chat_request_it_was_translated_from() -> None:
+    conversation = request_conversation(LITELLM_REQUEST, VERTEX_PATH)
+    assert conversation is not None
+    entries, names = conversation
+    assert names == ["get_weather", "find_places"]
+    assert [entry["role"] for entry in entries] == ["system", "user", "assistant", "tool", "tool"]
+    assert entries[3:] == [
+        {"role": "tool", "content": "24 °C, sunny"},
+        {"role": "tool", "content": '["MAAT", "Gulbenkian"]'},
+    ]
+    assert request_fingerprint(orjson.dumps(LITELLM_REQUEST), GEMINI_PATH) == request_fingerprint(
+        orjson.dumps(CHAT_REQUEST), "/v1/chat/completions"
+    )
+
+
+def test_both_spellings_of_a_request_and_a_single_part_object_read_alike() -> None:
+    camel = {
+        "contents": [
+            {"role": "user", "parts": {"text": "Hi"}},
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"role": "function",
+             "parts": [{"functionResponse": {"name": "f", "response": {"temp": 24}}}]},
+        ],
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "tools": [{"functionDeclarations": [{"name": "f"}]}],
+    }
+    entries, names = gemini.conversation(camel) or ([], [])
+    assert names == ["f"]
+    assert entries == [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": []},
+        {"role": "tool", "content": '{"temp":24}'},
+    ]
+
+
+def test_what_is_not_a_gemini_request_has_no_conversation_and_usage_is_always_sent() -> None:
+    for request in ({}, CHAT_REQUEST, {"contents": {}}):
+        assert gemini.conversation(request) is None
+    assert usage_requested(NAME, orjson.dumps(LITELLM_REQUEST))
+    assert usage_requested(NAME, b"not json")
