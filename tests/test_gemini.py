@@ -541,8 +541,11 @@ def test_a_blocked_prompt_is_equal_to_a_content_filter_finish_only() -> None:
             "created": chat.CREATED,
             "model": chat.MODEL,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": None},
-                 "finish_reason": reason}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None},
+                    "finish_reason": reason,
+                }
             ],
             "usage": {"prompt_tokens": 8, "completion_tokens": 0, "total_tokens": 8},
         }
@@ -567,10 +570,16 @@ CHAT_REQUEST = {
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": CHAT_IDS[0], "type": "function",
-                 "function": {"name": "get_weather", "arguments": json.dumps(WEATHER)}},
-                {"id": CHAT_IDS[1], "type": "function",
-                 "function": {"name": "find_places", "arguments": json.dumps(PLACES)}},
+                {
+                    "id": CHAT_IDS[0],
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": json.dumps(WEATHER)},
+                },
+                {
+                    "id": CHAT_IDS[1],
+                    "type": "function",
+                    "function": {"name": "find_places", "arguments": json.dumps(PLACES)},
+                },
             ],
         },
         {"role": "tool", "tool_call_id": CHAT_IDS[0], "content": "24 °C, sunny"},
@@ -594,10 +603,18 @@ LITELLM_REQUEST = {
         {
             "role": "user",
             "parts": [
-                {"function_response": {"name": "get_weather",
-                                       "response": {"content": "24 °C, sunny"}}},
-                {"function_response": {"name": "find_places",
-                                       "response": {"content": '["MAAT", "Gulbenkian"]'}}},
+                {
+                    "function_response": {
+                        "name": "get_weather",
+                        "response": {"content": "24 °C, sunny"},
+                    }
+                },
+                {
+                    "function_response": {
+                        "name": "find_places",
+                        "response": {"content": '["MAAT", "Gulbenkian"]'},
+                    }
+                },
             ],
         },
     ],
@@ -627,8 +644,10 @@ def test_both_spellings_of_a_request_and_a_single_part_object_read_alike() -> No
         "contents": [
             {"role": "user", "parts": {"text": "Hi"}},
             {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
-            {"role": "function",
-             "parts": [{"functionResponse": {"name": "f", "response": {"temp": 24}}}]},
+            {
+                "role": "function",
+                "parts": [{"functionResponse": {"name": "f", "response": {"temp": 24}}}],
+            },
         ],
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "tools": [{"functionDeclarations": [{"name": "f"}]}],
