@@ -667,3 +667,29 @@ def test_what_is_not_a_gemini_request_has_no_conversation_and_usage_is_always_se
         assert gemini.conversation(request) is None
     assert usage_requested(NAME, orjson.dumps(LITELLM_REQUEST))
     assert usage_requested(NAME, b"not json")
+
+
+def test_two_candidates_translated_as_two_chat_choices_are_equal_and_one_lost_is_dropped() -> None:
+    both = read(
+        gemini_sse(
+            [
+                chunk([candidate([text("Yes")]), candidate([text("No")], index=1)], None),
+                chunk([candidate([text("!")], finish="STOP")], None),
+                chunk([candidate([text(".")], index=1, finish="STOP")], usage(5, 4)),
+            ]
+        )
+    )
+    choices = [
+        chat.chunk([chat.delta(0, content="Yes"), chat.delta(1, content="No")]),
+        chat.chunk([chat.delta(0, content="!", finish_reason="stop")]),
+        chat.chunk([chat.delta(1, content=".", finish_reason="stop")]),
+        chat.chunk([], usage=chat.usage(5, 4)),
+    ]
+    assert compare(both, read(chat.sse(choices))).findings == []
+    first_only = [
+        chat.chunk([chat.delta(0, content="Yes")]),
+        choices[1],
+        choices[3],
+    ]
+    lost = compare(both, read(chat.sse(first_only)))
+    assert [(f.code, f.choice) for f in lost.findings] == [(Code.CHOICE_DROPPED, 1)]
