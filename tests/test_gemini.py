@@ -250,13 +250,27 @@ def test_an_error_payload_in_a_200_stream_is_error_in_stream() -> None:
     assert transcript.findings[0].detail == "500: Internal error encountered."
 
 
-@pytest.mark.parametrize("name", ["error.json", "error.array.json"])
-def test_an_error_body_is_kept_without_a_finding_only_with_a_4xx_status(name: str) -> None:
-    path = VERTEX_PATH if name.endswith("array.json") else "/v1beta/models/m:generateContent"
-    kept = read(fixture(name), path=path, status=429)
+QUOTA = error(429, "Resource has been exhausted (e.g. check quota).", "RESOURCE_EXHAUSTED")
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        (json.dumps(QUOTA, indent=2).encode(), "/v1beta/models/gemini-2.5-flash:generateContent"),
+        (array([QUOTA]), VERTEX_PATH),
+        (gemini_sse([QUOTA]), GEMINI_PATH + "?alt=sse"),
+    ],
+    ids=["body", "array", "stream"],
+)
+def test_an_error_body_is_kept_without_a_finding_only_with_a_4xx_status(
+    body: bytes, path: str
+) -> None:
+    kept = read(body, path=path, status=429)
     assert (kept.dialect, kept.choices, kept.findings) == (NAME, {}, [])
-    assert kept.errors[0]["status"] == "RESOURCE_EXHAUSTED"
-    assert codes(read(fixture(name), path=path, status=200)) == [Code.ERROR_IN_STREAM]
+    assert kept.errors == [QUOTA["error"]]
+    in_200 = read(body, path=path, status=200)
+    assert codes(in_200) == [Code.ERROR_IN_STREAM]
+    assert in_200.findings[0].detail == "429: Resource has been exhausted (e.g. check quota)."
 
 
 def test_a_prompt_blocked_before_any_candidate_is_a_content_filter_finish() -> None:
@@ -302,10 +316,13 @@ def test_both_endpoints_of_both_apis_are_compared_and_confirm_the_dialect() -> N
 # Detection
 
 
-def payloads_in(directory: Path) -> list[Any]:
-    """Every payload of every fixture body in `directory`: SSE data, or a JSON body."""
+def payloads_in(directory: Path, *, chat: bool = True) -> list[Any]:
+    """Every payload of every fixture body in `directory`: SSE data, or a JSON body; without the
+    Chat Completions translations (`*.chat*`) unless `chat`."""
     found: list[Any] = []
     for path in sorted(directory.iterdir()):
+        if not chat and ".chat" in path.name:
+            continue
         body = path.read_bytes()
         if path.suffix == ".sse":
             events, _ = sse.parse(body)
@@ -325,7 +342,7 @@ def payloads_in(directory: Path) -> list[Any]:
 
 
 def test_sniff_claims_gemini_payloads_and_no_other_dialect_claims_them_or_is_claimed() -> None:
-    ours = [p for p in payloads_in(GEMINI) if "error" not in p]
+    ours = payloads_in(GEMINI, chat=False)
     assert ours and all(gemini.sniff(payload) for payload in ours)
     for other in (openai_chat, anthropic, openai_responses):
         assert not any(other.sniff(payload) for payload in ours), other.NAME
@@ -333,7 +350,7 @@ def test_sniff_claims_gemini_payloads_and_no_other_dialect_claims_them_or_is_cla
         payload
         for directory in ("openai_chat", "anthropic", "openai_responses")
         for payload in payloads_in(FIXTURES / directory)
-    ]
+    ] + [payload for payload in payloads_in(GEMINI) if openai_chat.sniff(payload)]
     assert len(theirs) > 100
     assert not any(gemini.sniff(payload) for payload in theirs)
 
