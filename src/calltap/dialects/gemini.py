@@ -140,7 +140,7 @@ class _Reducer(Reducer):
 
     def stream(self, events: Iterable[Event]) -> Transcript:
         findings = self.transcript.findings
-        take = self.payload
+        take = self.read_body
         event = None
         for event in events:
             payload = read_object(event.data, event, findings)
@@ -149,10 +149,8 @@ class _Reducer(Reducer):
         self.drain(iter(()), event, terminal=False)
         return self.result()
 
-    def read_body(self, payload: dict[str, Any]) -> None:
-        self.payload(payload, None)
-
-    def payload(self, payload: dict[str, Any], event: Event | None) -> None:
+    def read_body(self, payload: dict[str, Any], event: Event | None = None) -> None:
+        """One `GenerateContentResponse`: a stream's chunk at `event`, or a whole body."""
         error = payload.get("error")
         if error:
             record_error(self.transcript, error, self.status, position_of(event))
