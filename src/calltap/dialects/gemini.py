@@ -2,11 +2,13 @@
 
 `…/models/{model}:streamGenerateContent?alt=sse` streams one `GenerateContentResponse` per `data:`
 event; without `alt=sse` the same objects arrive as the elements of one JSON array written
-progressively (`jsonarray` reads it, an element per event); `…:generateContent` answers with one
-object. Gemini API paths (`/v1beta/models/…`) and Vertex AI paths
-(`/v1/projects/…/publishers/google/models/…`) end alike. How each is read:
+progressively (`jsonarray` reads it, an element per event; a cut array yields the elements it
+holds, then SSE_INCOMPLETE_EVENT); `…:generateContent` answers with one object. Gemini API
+paths (`/v1beta/models/…`) and Vertex AI paths (`/v1/projects/…/publishers/google/models/…`) end
+alike. How each is read:
 - `candidates[i]` are the choices, keyed by their `index` (the position in the list when it is
-  absent, as Vertex leaves it out for 0), so interleaved candidates reduce to one choice each.
+  absent, as proto3's JSON may leave a 0 out), so interleaved candidates reduce to one choice
+  each.
 - Text is every `text` part of `content.parts` joined in order, across chunks; a part with
   `thought: true` is the model's thinking, not the answer.
 - Each `functionCall` part is one whole tool call (`name`, `args` object, optional `id`): there
