@@ -710,3 +710,10 @@ def test_two_candidates_translated_as_two_chat_choices_are_equal_and_one_lost_is
     ]
     lost = compare(both, read(chat.sse(first_only)))
     assert [(f.code, f.choice) for f in lost.findings] == [(Code.CHOICE_DROPPED, 1)]
+
+
+def test_a_forced_dialect_reads_an_array_by_elements_only_if_it_reads_events() -> None:
+    body = fixture("tools.array.json")
+    forced = read(body, dialect=NAME)
+    assert (forced.dialect, forced.streaming, forced.events) == (NAME, True, 2)
+    assert read(body, dialect="ollama.chat").streaming is False

@@ -96,14 +96,14 @@ def _framing(body: bytes, capture: Capture, forced: Dialect | None) -> Framing:
     """The sniffed framing; an empty body is in the framing of the dialect forced or named by
     the path (so that it ends without its terminal marker). A forced dialect reads a non-JSON
     body in its own framing, and lines of JSON whole (as one JSON body) unless it is a dialect
-    of lines."""
+    of lines; a JSON array element by element if it is a dialect of events, else whole."""
     framing = sniff_framing(body, capture.content_type)
     named = forced or dialect_of_path(capture.path)
     if named is not None and not body.strip() and named.FRAMING != "json":
         return named.FRAMING
     if forced is None or reader(framing) in ("json", forced.FRAMING):
         return framing
-    if framing == "ndjson":
+    if framing in ("ndjson", "jsonarray"):
         return "json"
     return "sse" if forced.FRAMING == "json" else forced.FRAMING
 

@@ -18,9 +18,9 @@ The content wins over a `Content-Type` that names another framing: a gateway tha
 Each stream framing is a class built on the body: iterating it gives its frames (`sse.Event`,
 `ndjson.Line`, `eventstream.Message`; a JSON array's elements as `sse.Event`, which the "sse"
 dialects read: `reader`), `payload(frame)` decodes one frame the way the dialects' `sniff` expects
-it, and `end()` says how the body ended, once the frames were read: bytes after
-the last boundary (SSE_INCOMPLETE_EVENT), or a broken event-stream message (FRAME_INVALID, at its
-offset; nothing past it is read).
+it, and `end()` says how the body ended, once the frames were read: bytes after the last boundary
+(SSE_INCOMPLETE_EVENT), or a broken event-stream message (FRAME_INVALID, at its offset; nothing
+past it is read).
 """
 
 from __future__ import annotations
