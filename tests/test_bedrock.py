@@ -171,7 +171,8 @@ def anthropic_events() -> list[dict[str, Any]]:
 def test_chunks_read_as_the_anthropic_stream_they_carry() -> None:
     wrapped = read(b"".join(wire.chunk(event) for event in anthropic_events()))
     direct = read(anthropic.sse(anthropic_events()))
-    assert (wrapped.dialect, direct.dialect) == ("bedrock.anthropic", "anthropic.messages")
+    assert (wrapped.dialect, wrapped.framing) == ("anthropic.messages", "eventstream")
+    assert (direct.dialect, direct.framing) == ("anthropic.messages", "sse")
     assert wrapped.findings == []
     comparison = compare(direct, wrapped)
     assert (comparison.verdict, comparison.findings) == ("equal", [])
@@ -193,8 +194,8 @@ def test_an_invoke_body_is_an_anthropic_message() -> None:
             "content": [{"type": "text", "text": "Hi"}], "stop_reason": "end_turn",
             "usage": {"input_tokens": 3, "output_tokens": 1}}
     assert read(json.dumps(body).encode()).dialect == "anthropic.messages"
-    forced = read(json.dumps(body).encode(), dialect="bedrock.anthropic")
-    assert clean_choice(forced, "bedrock.anthropic", streaming=False).text == "Hi"
+    forced = read(json.dumps(body).encode(), dialect="anthropic.messages")
+    assert clean_choice(forced, "anthropic.messages", streaming=False).text == "Hi"
 
 
 # Against a Chat Completions downstream (LiteLLM's `bedrock/converse` provider).

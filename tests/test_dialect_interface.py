@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from calltap.codes import Code
-from calltap.compare import compare_captures
+from calltap.compare import check_capture, compare_captures
 from calltap.dialects import (
     COMPARED_PATHS,
     DIALECTS,
@@ -28,6 +28,7 @@ from calltap.dialects.base import FRAMINGS
 from calltap.dialects.content import EncodingError, decode_content
 from calltap.dialects.framing import sniff_framing
 from calltap.fakes import eventstream as wire
+from calltap.report import check_json
 from calltap.transcript import Capture
 from fixtures import chat_stream as chat
 
@@ -61,7 +62,7 @@ def test_the_new_dialects_endpoints_are_compared_by_default() -> None:
     [("/v1/chat/completions", "openai.chat"), ("/api/chat", "ollama.chat"),
      ("/model/meta.llama3-70b-instruct-v1:0/converse?x=1", "bedrock.converse"),
      ("/model/m/converse-stream/", "bedrock.converse"),
-     ("/model/m/invoke-with-response-stream", "bedrock.anthropic"),
+     ("/model/m/invoke-with-response-stream", "anthropic.messages"),
      ("/v1/responses", "openai.responses"), ("/v1/embeddings", None)],
 )
 def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
@@ -105,7 +106,7 @@ def test_a_gzipped_ndjson_stream_is_read_as_ollama() -> None:
 @pytest.mark.parametrize(
     ("path", "dialect"),
     [("/api/chat", "ollama.chat"), ("/model/m/converse-stream", "bedrock.converse"),
-     ("/model/m/invoke-with-response-stream", "bedrock.anthropic")],
+     ("/model/m/invoke-with-response-stream", "anthropic.messages")],
 )
 def test_an_empty_body_is_cut_in_the_framing_its_path_names(path: str, dialect: str) -> None:
     transcript = transcribe(Capture(b"", path=path))
@@ -121,8 +122,8 @@ def test_a_stream_of_another_framing_is_not_read_by_the_path() -> None:
 
 def test_a_forced_dialect_reads_the_body_in_its_own_framing() -> None:
     body = wire.event("messageStart", {"role": "assistant"})
-    forced = transcribe(Capture(body, dialect="bedrock.anthropic"))
-    assert forced.dialect == "bedrock.anthropic"
+    forced = transcribe(Capture(body, dialect="anthropic.messages"))
+    assert (forced.dialect, forced.framing) == ("anthropic.messages", "eventstream")
     assert transcribe(Capture(OLLAMA_LINES, dialect="openai.chat")).dialect == "unknown"
 
 
@@ -151,3 +152,17 @@ def test_compare_captures_asks_the_downstream_dialect_whether_usage_was_asked() 
     not_asked = compare_captures(upstream, Capture(body), downstream_request=request)
     assert [f.code for f in asked.findings] == [Code.USAGE_MISSING]
     assert (not_asked.verdict, not_asked.findings) == ("equal", [])
+
+
+@pytest.mark.parametrize(
+    ("body", "framing"),
+    [
+        (OLLAMA_LINES, "ndjson"),
+        (wire.event("messageStart", {"role": "assistant"}), "eventstream"),
+        (b'[{"candidates": []}]', "json"),
+        (b'{"object": "chat.completion", "choices": []}', "json"),
+        (chat.sse([chat.chunk([chat.delta(content="Hi")])]), "sse"),
+    ],
+)
+def test_each_side_of_a_report_names_its_framing(body: bytes, framing: str) -> None:
+    assert check_json(check_capture(Capture(body)))["capture"]["framing"] == framing

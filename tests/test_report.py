@@ -47,6 +47,7 @@ def test_comparison_json_is_the_design_object() -> None:
     assert report["verdict"] == "diverged"
     assert report["upstream"] == {
         "dialect": "openai.chat",
+        "framing": "sse",
         "events": 12,
         "bytes": len((FIXTURES / "openai_chat" / "seed.upstream.sse").read_bytes()),
         "choices": 1,

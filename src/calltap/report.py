@@ -57,6 +57,7 @@ def side_json(transcript: Transcript, side: Side | None, *, redact: bool = False
     """One side's summary and everything seen on that side alone."""
     return {
         "dialect": transcript.dialect,
+        "framing": transcript.framing,
         "events": transcript.events,
         "bytes": transcript.bytes,
         "choices": len(transcript.choices),

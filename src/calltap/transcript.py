@@ -83,6 +83,9 @@ class Transcript:
     usage_position: Position | None = None
     errors: list[Any] = field(default_factory=list)
     terminal_seen: bool = False
+    framing: str | None = field(default=None, compare=False)
+    """How the body was framed (`sse`, `ndjson`, `eventstream`, `json`): a fact about the bytes,
+    not their meaning, so two transcripts that say the same are equal whatever their framing."""
     end_position: Position | None = None
     findings: list[Finding] = field(default_factory=list)
 

@@ -60,11 +60,15 @@ DIALECTS: tuple[Dialect, ...] = (
     bedrock_anthropic,
     gemini,
 )
-NAMES: tuple[str, ...] = tuple(dialect.NAME for dialect in DIALECTS)
-"""Every dialect's NAME, the values a capture's `dialect` may force."""
+NAMES: tuple[str, ...] = tuple(dict.fromkeys(dialect.NAME for dialect in DIALECTS))
+"""Every dialect's NAME, the values a capture's `dialect` may force. One dialect may be read in
+two framings (Anthropic Messages as SSE, and on Bedrock as an event stream): two modules, one
+NAME; the framing of a body tells which reads it."""
 COMPARED_PATHS: tuple[str, ...] = tuple(path for dialect in DIALECTS for path in dialect.PATHS)
 """Request-path suffixes of every dialect's endpoints: the proxy pairs and compares these."""
 UNKNOWN = "unknown"
+REPORTED_FRAMINGS: dict[str, str] = {"jsonarray": "json"}
+"""A framing as reports name it: Gemini's array of chunks is JSON."""
 SNIFF_EVENTS = 8
 """How many frames detection reads before it gives up on the content and asks the path."""
 DEFAULT_REQUEST_DIALECT: Dialect = openai_chat
@@ -78,12 +82,13 @@ def transcribe(capture: Capture) -> Transcript:
     except EncodingError as error:
         transcript = _unknown(str(error), streaming=False)
     else:
-        forced = _forced(capture)
+        forced = _forced(capture, body)
         framing = _framing(body, capture, forced)
         if framing == "json":
             transcript = _transcribe_json(body, capture, forced)
         else:
             transcript = _transcribe_stream(body, capture, forced, framing)
+        transcript.framing = REPORTED_FRAMINGS.get(framing, framing)
     transcript.bytes = len(capture.body)
     if capture.truncated:
         transcript.findings.append(
@@ -180,8 +185,17 @@ def usage_requested(dialect: str, request: bytes) -> bool:
         return True
 
 
-def _forced(capture: Capture) -> Dialect | None:
-    return dialect_named(capture.dialect) if capture.dialect is not None else None
+def _forced(capture: Capture, body: bytes) -> Dialect | None:
+    """The dialect a capture forces: of the modules with that NAME, the one that reads the
+    body's framing (else the first)."""
+    if capture.dialect is None:
+        return None
+    named = dialect_named(capture.dialect)
+    framing = reader(sniff_framing(body, capture.content_type))
+    for dialect in DIALECTS:
+        if dialect.NAME == named.NAME and framing == dialect.FRAMING:
+            return dialect
+    return named
 
 
 def _detect(

@@ -10,8 +10,10 @@ chunk's ordinal and offset, and the Anthropic Messages reducer reads the events 
   Messages `error` event carrying its type and message: inside a 2xx it is ERROR_IN_STREAM.
 - Other event types are counted, not read.
 
-`/invoke` answers with an Anthropic message body, which the content already names as Anthropic
-Messages; this dialect reads it the same way when forced or named by the path. The request is an
+It is Anthropic Messages in another framing, so its transcripts name the `anthropic.messages`
+dialect: the registry holds it beside `anthropic` under that one name, and the framing of a body
+tells the two apart. `/invoke` answers with an Anthropic message body, which the content already
+names as Anthropic Messages. The request is an
 Anthropic Messages body (with `anthropic_version` instead of `model`): its `messages` and `tools`.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from calltap.dialects import anthropic
 from calltap.dialects.anthropic import MessagesReducer
 from calltap.dialects.base import Framing
 from calltap.dialects.bedrock import error_of
@@ -32,7 +35,7 @@ from calltap.eventstream import Message
 from calltap.sse import Event
 from calltap.transcript import Transcript
 
-NAME = "bedrock.anthropic"
+NAME = anthropic.NAME
 PATHS = ("/invoke-with-response-stream", "/invoke")
 FRAMING: Framing = "eventstream"
 CHUNK = "chunk"
@@ -72,9 +75,7 @@ def _chunk_data(payload: bytes) -> str:
 
 
 class _Reducer(MessagesReducer):
-    """The Messages reducer over unwrapped chunks; its transcripts carry this dialect's name."""
-
-    NAME = NAME
+    """The Messages reducer over unwrapped chunks."""
 
     def stream(self, events: Iterable[Any]) -> Transcript:
         return super().stream(unwrap(events))
