@@ -14,6 +14,11 @@ Anthropic's `x-api-key` and `anthropic-version` headers are accepted like any ot
 one `function_call` item per call, `response.completed`). A request with `"stream": true` gets a
 stream, any other a JSON body.
 
+It answers `POST /api/chat` as Ollama (`calltap.fakes.ollama_chat`: NDJSON lines, each call whole,
+a `done: true` line; it streams unless `"stream": false`), and `POST /model/{id}/converse-stream`
+and `/model/{id}/converse` as Bedrock Converse (`calltap.fakes.bedrock_converse`: AWS event stream
+messages, or the whole JSON body; the path says which).
+
 What the model says comes from `calltap.fakes.model`: one parallel call per offered tool with
 arguments built from the tool's schema, else a text answer; the same question asked in any dialect
 gets the same calls with the same arguments, so a faithful translating gateway compares `equal`.
@@ -29,9 +34,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -39,7 +46,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from calltap.fakes import anthropic_messages, openai_responses
+from calltap.fakes import anthropic_messages, bedrock_converse, ollama_chat, openai_responses
 from calltap.fakes.model import (
     CREATED,
     DEFAULT_MODEL,
@@ -53,11 +60,14 @@ from calltap.fakes.server import LoopbackServer
 __all__ = [
     "CHAT_PATH",
     "CLOCK_TOOL",
+    "CONVERSE_PATH",
+    "CONVERSE_STREAM_PATH",
     "CREATED",
     "DEFAULT_MODEL",
     "DIALECTS",
     "MESSAGES_PATH",
     "MODELS_PATH",
+    "OLLAMA_PATH",
     "QUESTION",
     "RESPONSES_PATH",
     "TEXT_REQUEST",
@@ -79,6 +89,11 @@ written before the dialects were split out import them from here."""
 CHAT_PATH = "/v1/chat/completions"
 MESSAGES_PATH = anthropic_messages.PATH
 RESPONSES_PATH = openai_responses.PATH
+OLLAMA_PATH = ollama_chat.PATH
+CONVERSE_STREAM_PATH = bedrock_converse.STREAM_PATH
+CONVERSE_PATH = bedrock_converse.PATH
+"""The Converse routes, `{model}` standing for the model id."""
+SSE_TYPE = "text/event-stream; charset=utf-8"
 MODELS_PATH = "/v1/models"
 SYSTEM_FINGERPRINT = "fp_c0ffee0a11"
 DONE = b"data: [DONE]\n\n"
@@ -194,22 +209,62 @@ def error_body(message: str, kind: str = "invalid_request_error") -> bytes:
     return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}})
 
 
+def asks_to_stream(request: dict[str, Any]) -> bool:
+    """The OpenAI and Anthropic rule: a stream only for `"stream": true`."""
+    return request.get("stream") is True
+
+
+def request_id_headers(body: bytes) -> dict[str, str]:
+    """The provider's own request id header, as OpenAI and Anthropic send one."""
+    return {"x-request-id": provider_request_id(body)}
+
+
+def amazon_request_id_headers(body: bytes) -> dict[str, str]:
+    """Bedrock's request id header: a UUID, derived from the request body."""
+    return {"x-amzn-RequestId": str(uuid.UUID(hashlib.sha256(body).hexdigest()[:32]))}
+
+
+def no_headers(body: bytes) -> dict[str, str]:
+    """Ollama sends no request id."""
+    return {}
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     """How one endpoint reads a request and frames the model's answer."""
 
     path: str
+    """The route; `{model}` in it matches the model id of a Bedrock path."""
     chat_view: Callable[[dict[str, Any]], dict[str, Any]]
     """The request in the model's Chat Completions terms; ValueError when the API rejects it."""
     stream: Callable[[Answer, dict[str, Any]], list[bytes]]
     whole: Callable[[Answer, dict[str, Any]], bytes]
     error: Callable[[str], bytes]
+    streams: Callable[[dict[str, Any]], bool] = asks_to_stream
+    """Whether a request gets a stream (from its body; a Bedrock route decides by path)."""
+    media_type: str = SSE_TYPE
+    """The Content-Type of a stream."""
+    headers: Callable[[bytes], dict[str, str]] = request_id_headers
+    """The provider's own response headers, from the request body."""
 
 
 def _chat_stream(reply: Answer, request: dict[str, Any]) -> list[bytes]:
     options = request.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     return stream_events(reply, include_usage=include_usage)
+
+
+def _converse(path: str, streams: Callable[[dict[str, Any]], bool]) -> Dialect:
+    return Dialect(
+        path,
+        bedrock_converse.chat_view,
+        bedrock_converse.stream_events,
+        bedrock_converse.json_body,
+        bedrock_converse.error_body,
+        streams,
+        bedrock_converse.MEDIA_TYPE,
+        amazon_request_id_headers,
+    )
 
 
 DIALECTS = {
@@ -230,16 +285,28 @@ DIALECTS = {
             openai_responses.json_body,
             error_body,
         ),
+        Dialect(
+            OLLAMA_PATH,
+            ollama_chat.chat_view,
+            ollama_chat.stream_events,
+            ollama_chat.json_body,
+            ollama_chat.error_body,
+            ollama_chat.streams,
+            ollama_chat.MEDIA_TYPE,
+            no_headers,
+        ),
+        _converse(CONVERSE_STREAM_PATH, bedrock_converse.streams_always),
+        _converse(CONVERSE_PATH, bedrock_converse.streams_never),
     )
 }
-"""Every endpoint the provider answers, by path."""
+"""Every endpoint the provider answers, by route."""
 
 
 class FakeProvider(LoopbackServer):
     """The fake provider as a real aiohttp server on loopback.
 
     `events_delay` paces the stream (seconds between events); `text_events` is the number of text
-    chunks of a plain answer; `timestamps` puts `: t=<time.time_ns()>` before each event. The
+    chunks of a plain answer; `timestamps` puts `: t=<time.time_ns()>` before each SSE event. The
     latest `keep` exchanges are kept with their bytes, so a long benchmark stays bounded.
     """
 
@@ -262,8 +329,8 @@ class FakeProvider(LoopbackServer):
 
     def app(self) -> web.Application:
         app = web.Application()
-        for path in DIALECTS:
-            app.router.add_post(path, self._answer)
+        for path, dialect in DIALECTS.items():
+            app.router.add_post(path, partial(self._answer, dialect))
         app.router.add_get(MODELS_PATH, self._models)
         app.middlewares.append(self._count)
         return app
@@ -284,8 +351,7 @@ class FakeProvider(LoopbackServer):
         model = {"id": DEFAULT_MODEL, "object": "model", "created": CREATED, "owned_by": "fake"}
         return web.json_response({"object": "list", "data": [model]})
 
-    async def _answer(self, request: web.Request) -> web.StreamResponse:
-        dialect = DIALECTS[request.path]
+    async def _answer(self, dialect: Dialect, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         exchange = Exchange(request.path, request.headers, body)
         self.exchanges.append(exchange)
@@ -294,19 +360,23 @@ class FakeProvider(LoopbackServer):
         except orjson.JSONDecodeError:
             parsed = None
         if not isinstance(parsed, dict):
-            return self._whole(exchange, 400, dialect.error("the body is not a JSON object"))
+            return self._whole(
+                dialect, exchange, 400, dialect.error("the body is not a JSON object")
+            )
         try:
             view = dialect.chat_view(parsed)
         except ValueError as error:
-            return self._whole(exchange, 400, dialect.error(str(error)))
+            return self._whole(dialect, exchange, 400, dialect.error(str(error)))
         reply = answer(body, view, text_events=self.text_events)
-        if parsed.get("stream") is not True:
-            return self._whole(exchange, 200, dialect.whole(reply, view))
-        return await self._stream(request, exchange, dialect.stream(reply, view))
+        if not dialect.streams(parsed):
+            return self._whole(dialect, exchange, 200, dialect.whole(reply, view))
+        return await self._stream(request, exchange, dialect, dialect.stream(reply, view))
 
-    def _whole(self, exchange: Exchange, status: int, body: bytes) -> web.Response:
+    def _whole(
+        self, dialect: Dialect, exchange: Exchange, status: int, body: bytes
+    ) -> web.Response:
         response = web.Response(status=status, body=body, content_type="application/json")
-        response.headers["x-request-id"] = provider_request_id(exchange.request_body)
+        response.headers.update(dialect.headers(exchange.request_body))
         exchange.status = status
         exchange.response_headers = CIMultiDict(response.headers)
         exchange.response_body += body
@@ -314,12 +384,13 @@ class FakeProvider(LoopbackServer):
         return response
 
     async def _stream(
-        self, request: web.Request, exchange: Exchange, events: list[bytes]
+        self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes]
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=200)
-        response.headers["Content-Type"] = "text/event-stream; charset=utf-8"
+        response.headers["Content-Type"] = dialect.media_type
         response.headers["Cache-Control"] = "no-cache"
-        response.headers["x-request-id"] = provider_request_id(exchange.request_body)
+        response.headers.update(dialect.headers(exchange.request_body))
+        timestamps = self.timestamps and dialect.media_type == SSE_TYPE
         exchange.status = 200
         exchange.response_headers = CIMultiDict(response.headers)
         await response.prepare(request)
@@ -327,7 +398,7 @@ class FakeProvider(LoopbackServer):
             for number, event in enumerate(events):
                 if number and self.events_delay:
                     await asyncio.sleep(self.events_delay)
-                if self.timestamps:
+                if timestamps:
                     event = b": t=%d\n" % time.time_ns() + event
                 await response.write(event)
                 exchange.response_body += event

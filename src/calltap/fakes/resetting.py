@@ -16,7 +16,7 @@ import asyncio
 
 from aiohttp import web
 
-from calltap.fakes.provider import Exchange, FakeProvider
+from calltap.fakes.provider import Dialect, Exchange, FakeProvider
 
 RESET_HEADER = "X-Fake-Provider-Reset"
 STALL = 0.2
@@ -28,11 +28,11 @@ class ResettingProvider(FakeProvider):
     """FakeProvider that cuts the streams whose request asks for it (see the module docstring)."""
 
     async def _stream(
-        self, request: web.Request, exchange: Exchange, events: list[bytes]
+        self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes]
     ) -> web.StreamResponse:
         cut = request.headers.get(RESET_HEADER)
         kept = events if cut is None else events[: int(cut)]
-        return await super()._stream(request, exchange, kept)
+        return await super()._stream(request, exchange, dialect, kept)
 
     async def _end(self, request: web.Request, response: web.StreamResponse) -> bool:
         if RESET_HEADER not in request.headers:
