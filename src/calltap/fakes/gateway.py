@@ -4,7 +4,8 @@ Every request, any method and path, is forwarded to `upstream` (an origin such a
 `http://127.0.0.1:8701`; it can be set after the gateway started) and the response relayed back as
 it arrives. By default the relay is byte-identical, and the client's `X-Request-ID` and
 `traceparent` are forwarded along with `Content-Type`, `Accept` and `Authorization`, so a proxy on
-the far side can pair the legs by header.
+the far side can pair the legs by header; a client's SigV4 headers (`X-Amz-Date`,
+`X-Amz-Security-Token`, `X-Amz-Content-Sha256`) go along untouched, and the gateway signs nothing.
 
 A client asks for a defect with the request header `X-Fake-Gateway-Defect: <name>` (see
 `calltap.fakes.defects.DEFECTS`; the header is consumed, never forwarded). Stream defects apply to
@@ -16,14 +17,17 @@ attempt after its response headers and relays a second one. An unknown defect na
 An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
 that breaks mid-body gets the client's connection aborted, with no ending made up.
 
-A client asks for a translating gateway with `X-Fake-Gateway-Translate: anthropic|responses`
-(consumed, never forwarded): a `POST /v1/chat/completions` is translated into an Anthropic Messages
-(or OpenAI Responses) request and sent to the upstream's `/v1/messages` (`/v1/responses`), and the
-answer, stream or JSON, is translated back into Chat Completions the way LiteLLM does it (see
-`calltap.fakes.translate`). A translation combines with any defect: stream defects apply to the
-translated chunks, `strip-headers` forwards no client header (the provider's own
-`anthropic-version` is still sent), and `lose-second-tool-use` is a translator that loses the
-second tool call. An error answer from the upstream is relayed untranslated.
+A client asks for a translating gateway with
+`X-Fake-Gateway-Translate: anthropic|responses|ollama|converse` (consumed, never forwarded): a
+`POST /v1/chat/completions` is translated into an Anthropic Messages, OpenAI Responses, Ollama or
+Bedrock Converse request and sent to the upstream's `/v1/messages`, `/v1/responses`, `/api/chat`
+or `/model/{model}/converse-stream` (`/converse` when the client did not ask to stream), and the
+answer, stream (SSE, NDJSON or AWS event stream, read by `calltap.fakes.frames`) or JSON, is
+translated back into Chat Completions the way LiteLLM does it (see `calltap.fakes.translate`). A
+translation combines with any defect: stream defects apply to the translated chunks,
+`strip-headers` forwards no client header (the provider's own `anthropic-version` is still sent),
+and `lose-second-tool-use` is a translator that loses the second tool call. An error answer from
+the upstream is relayed untranslated.
 
 Like LiteLLM, the gateway returns the provider's `x-request-id` as `llm_provider-x-request-id`.
 """
@@ -31,6 +35,7 @@ Like LiteLLM, the gateway returns the provider's `x-request-id` as `llm_provider
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -38,16 +43,28 @@ import orjson
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from calltap.fakes.chat_answer import ChatTranslation
 from calltap.fakes.defects import DEFECTS, Defect, Payload, Relay, defect_named
+from calltap.fakes.frames import Frames, SSEFrames, frames_for
+from calltap.fakes.frames import decode as decode  # where tests written before frames.py find it
 from calltap.fakes.provider import CHAT_PATH, MODELS_PATH, error_body
 from calltap.fakes.server import LoopbackServer
 from calltap.fakes.translate import LOSE_SECOND_TOOL_USE, TARGETS, TRANSLATION_DEFECTS, Target
-from calltap.sse import Event, SSEParser
 
 DEFECT_HEADER = "X-Fake-Gateway-Defect"
 TRANSLATE_HEADER = "X-Fake-Gateway-Translate"
-FORWARDED_HEADERS = ("Content-Type", "Accept", "Authorization", "X-Request-ID", "traceparent")
-"""The client headers the gateway forwards upstream by default."""
+FORWARDED_HEADERS = (
+    "Content-Type",
+    "Accept",
+    "Authorization",
+    "X-Request-ID",
+    "traceparent",
+    "X-Amz-Date",
+    "X-Amz-Security-Token",
+    "X-Amz-Content-Sha256",
+)
+"""The client headers the gateway forwards upstream by default: a SigV4 signature the client made
+(Authorization and the `X-Amz-*` headers it covers) passes untouched; the gateway signs nothing."""
 NOT_RELAYED = frozenset(
     {
         "connection",
@@ -72,15 +89,6 @@ def serialize(event_type: str, payload: Payload) -> bytes:
     return prefix + b"data: " + data + b"\n\n"
 
 
-def decode(event: Event) -> Payload:
-    """An event's payload: the JSON object it holds, or its raw data text."""
-    try:
-        value = orjson.loads(event.data)
-    except orjson.JSONDecodeError:
-        return event.data
-    return value if isinstance(value, dict) else event.data
-
-
 def error_response(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
     """An error answered by the gateway itself, in OpenAI's shape."""
     return web.Response(
@@ -98,6 +106,25 @@ def relayed_headers(upstream: CIMultiDictProxy[str]) -> CIMultiDict[str]:
         elif lowered not in NOT_RELAYED:
             headers.add(name, value)
     return headers
+
+
+@dataclass(frozen=True, slots=True)
+class Translating:
+    """One request's translation: the target, whether it loses the second call, the model."""
+
+    target: Target
+    defect: Defect
+    model: Any
+
+    @property
+    def lossy(self) -> bool:
+        return self.defect is LOSE_SECOND_TOOL_USE
+
+    def stream(self) -> ChatTranslation:
+        return self.target.stream(lose_second_call=self.lossy, model=self.model)
+
+    def whole(self, body: dict[str, Any]) -> Payload:
+        return self.target.whole(body, lose_second_call=self.lossy, model=self.model)
 
 
 class Chained(Relay):
@@ -201,59 +228,77 @@ class FakeGateway(LoopbackServer):
         body = await request.read()
         names = ("Content-Type",) if defect.strips_headers else FORWARDED_HEADERS
         headers = {name: request.headers[name] for name in names if name in request.headers}
+        chat: dict[str, Any] = {}
         path = request.path_qs
         if target is not None:
             try:
                 chat = orjson.loads(body)
             except orjson.JSONDecodeError:
-                chat = None
-            if not isinstance(chat, dict):
+                chat = {}
+            if not isinstance(chat, dict) or not chat:
                 return error_response(400, "the body is not a JSON object")
-            body, path = orjson.dumps(target.request(chat)), target.path
+            body, path = orjson.dumps(target.request(chat)), target.path(chat)
             headers.pop("Authorization", None)
             headers.update(target.headers(request.headers, not defect.strips_headers))
             headers["Content-Type"] = "application/json"
-        session = self._require_session()
-        target_url = self._target(path)
         try:
-            if defect.retries:
-                first = await session.request(
-                    request.method, target_url, headers=headers, data=body
-                )
-                first.close()
-            upstream = await session.request(request.method, target_url, headers=headers, data=body)
+            upstream = await self._call(request.method, path, headers, body, defect.retries)
         except aiohttp.ClientError as exc:
             return error_response(502, f"upstream unreachable: {exc}", "upstream_error")
         async with upstream:
-            translated = target is not None and upstream.status < 300
-            is_stream = upstream.content_type == "text/event-stream"
-            if translated and not is_stream:
-                return await self._translate_whole(upstream, target, defect)
-            response = web.StreamResponse(
-                status=upstream.status, headers=relayed_headers(upstream.headers)
-            )
-            await response.prepare(request)
-            transform = defect.transform() if defect.transform is not None else None
-            if translated:
-                lossy = defect is LOSE_SECOND_TOOL_USE
-                translation = target.stream(lose_second_call=lossy)
-                transform = translation if transform is None else Chained(translation, transform)
-            try:
-                if transform is not None and is_stream:
-                    await self._transform(upstream.content, response, transform, translated)
-                else:
-                    async for chunk in upstream.content.iter_any():
-                        await response.write(chunk)
-            except aiohttp.ClientPayloadError:
-                assert request.transport is not None
-                request.transport.abort()
-                return response
-            await response.write_eof()
+            translating = Translating(target, defect, chat.get("model")) if target else None
+            return await self._answer(request, upstream, translating, defect)
+
+    async def _call(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, retries: bool
+    ) -> aiohttp.ClientResponse:
+        """The upstream response; with `retries`, after abandoning a first attempt."""
+        session = self._require_session()
+        url = self._target(path)
+        if retries:
+            first = await session.request(method, url, headers=headers, data=body)
+            first.close()
+        return await session.request(method, url, headers=headers, data=body)
+
+    async def _answer(
+        self,
+        request: web.Request,
+        upstream: aiohttp.ClientResponse,
+        translating: Translating | None,
+        defect: Defect,
+    ) -> web.StreamResponse:
+        """Relay the upstream answer: as it is, through a stream transform, or translated."""
+        frames = frames_for(upstream.content_type)
+        if translating is not None and upstream.status >= 300:
+            translating = None
+        if translating is not None and frames is None:
+            return await self._translate_whole(upstream, translating)
+        response = web.StreamResponse(
+            status=upstream.status, headers=relayed_headers(upstream.headers)
+        )
+        await response.prepare(request)
+        transform = defect.transform() if defect.transform is not None else None
+        if translating is not None:
+            translation = translating.stream()
+            transform = translation if transform is None else Chained(translation, transform)
+        elif not isinstance(frames, SSEFrames):
+            frames = None
+        try:
+            if transform is not None and frames is not None:
+                await self._transform(upstream.content, response, transform, frames, translating)
+            else:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+        except aiohttp.ClientPayloadError:
+            assert request.transport is not None
+            request.transport.abort()
             return response
+        await response.write_eof()
+        return response
 
     @staticmethod
     async def _translate_whole(
-        upstream: aiohttp.ClientResponse, target: Target, defect: Defect
+        upstream: aiohttp.ClientResponse, translating: Translating
     ) -> web.Response:
         """A whole JSON answer, translated into a `chat.completion` body."""
         try:
@@ -262,11 +307,10 @@ class FakeGateway(LoopbackServer):
             value = None
         if not isinstance(value, dict):
             return error_response(502, "the upstream answer is not a JSON object", "upstream_error")
-        translated = target.whole(value, lose_second_call=defect is LOSE_SECOND_TOOL_USE)
         return web.Response(
             status=upstream.status,
             headers=relayed_headers(upstream.headers),
-            body=orjson.dumps(translated),
+            body=orjson.dumps(translating.whole(value)),
         )
 
     @staticmethod
@@ -274,17 +318,17 @@ class FakeGateway(LoopbackServer):
         content: aiohttp.StreamReader,
         response: web.StreamResponse,
         transform: Relay,
-        translated: bool,
+        frames: Frames,
+        translating: Translating | None,
     ) -> None:
-        """Relay a stream through a transform, event by event; a translated stream is plain
-        `data:` events, without the provider's `event:` lines."""
-        parser = SSEParser()
+        """Relay a stream through a transform, payload by payload; a translated stream is plain
+        `data:` events, without the provider's `event:` lines or framing."""
         async for chunk in content.iter_any():
             out = bytearray()
-            for event in parser.feed(chunk):
-                kind = "message" if translated else event.type
-                for payload in transform.feed(decode(event)):
-                    out += serialize(kind, payload)
+            for event_type, payload in frames.feed(chunk):
+                kind = "message" if translating is not None else event_type
+                for transformed in transform.feed(payload):
+                    out += serialize(kind, transformed)
             if out:
                 await response.write(bytes(out))
         tail = b"".join(serialize("message", payload) for payload in transform.end())

@@ -1,29 +1,32 @@
-"""What a translating gateway does: Chat Completions in front, Messages or Responses behind.
+"""What a translating gateway does: Chat Completions in front, another dialect behind.
 
 A client speaks OpenAI Chat Completions; the gateway calls a provider that speaks Anthropic
-Messages (`anthropic`) or OpenAI Responses (`responses`) and hands the client Chat Completions
-back, the way LiteLLM's Anthropic route does it (FIELD-NOTES.md):
+Messages (`anthropic`), OpenAI Responses (`responses`), Ollama (`ollama`,
+`calltap.fakes.translate_ollama`) or Bedrock Converse (`converse`,
+`calltap.fakes.translate_converse`) and hands the client Chat Completions back, the way LiteLLM's
+routes do it (FIELD-NOTES.md):
 
 - the request: `calltap.fakes.translate_request`;
-- the answer: new `chatcmpl-<uuid>` chunk ids; tool indexes renumbered from 0 in the order the
-  calls start (an Anthropic tool block at index 1 after a text block is tool index 0); the first
-  fragment of a call carries its id and name, later ones `"type": "function"` again; stop reasons
-  mapped (tool_use → tool_calls, end_turn and stop_sequence → stop, max_tokens → length, an
-  incomplete response → length); usage (input plus cache tokens, output tokens) in a final chunk
-  whose `choices` is `[{"index": 0, "delta": {}}]`; `data: [DONE]` after the provider's terminal
-  event, and not without it. An `error` event becomes an `{"error": …}` payload.
+- the answer (`calltap.fakes.chat_answer` builds the Chat side): new `chatcmpl-<uuid>` chunk
+  ids; tool indexes renumbered from 0 in the order the calls start (an Anthropic tool block at
+  index 1 after a text block is tool index 0); the first fragment of a call carries its id and
+  name, later ones `"type": "function"` again; stop reasons mapped (tool_use → tool_calls,
+  end_turn and stop_sequence → stop, max_tokens → length, an incomplete response → length);
+  usage (input plus cache tokens, output tokens) in a final chunk whose `choices` is
+  `[{"index": 0, "delta": {}}]`; `data: [DONE]` after the provider's terminal event, and not
+  without it. An `error` event becomes an `{"error": …}` payload.
 
 The stream translators follow `calltap.fakes.defects.Relay`: `feed(payload)` takes one decoded
 provider event and returns the Chat Completions payloads it becomes, `end()` what is due when the
 provider's stream ended; so any stream defect can be chained after a translation.
 
 One defect belongs to translation itself: LOSE_SECOND_TOOL_USE, a translator that never
-translates the second tool call of the provider's answer (stream or JSON), as in ocp #478.
+translates the second tool call of the provider's answer (stream or JSON, every target), as in
+ocp #478.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +34,17 @@ from typing import Any
 import orjson
 
 from calltap.codes import Code
-from calltap.fakes.defects import DONE, Defect, Payload, Relay
-from calltap.fakes.model import CREATED
-from calltap.fakes.translate_request import to_messages, to_responses
+from calltap.fakes.chat_answer import ChatTranslation, completion, keep_calls, usage
+from calltap.fakes.defects import Defect, Payload
+from calltap.fakes.translate_converse import FromConverse, converse_as_completion
+from calltap.fakes.translate_ollama import FromOllama, ollama_as_completion
+from calltap.fakes.translate_request import (
+    converse_path,
+    to_converse,
+    to_messages,
+    to_ollama,
+    to_responses,
+)
 
 ANTHROPIC_VERSION = "2023-06-01"
 STOP_REASONS = {
@@ -60,85 +71,18 @@ TRANSLATION_DEFECTS = {LOSE_SECOND_TOOL_USE.name: LOSE_SECOND_TOOL_USE}
 # The answer: Messages or Responses back to Chat Completions
 
 
-def chunk_id(upstream_id: Any) -> str:
-    """A new chunk id, LiteLLM style; derived from the provider's id so it is reproducible."""
-    return f"chatcmpl-{uuid.uuid5(uuid.NAMESPACE_URL, str(upstream_id))}"
-
-
 def chat_usage(counts: Mapping[str, Any]) -> dict[str, Any]:
     """Usage in Chat Completions terms: prompt tokens include the cache tokens."""
     prompt = sum(counts.get(key) or 0 for key in PROMPT_FIELDS)
-    completion = counts.get("output_tokens") or 0
-    return {
-        "completion_tokens": completion,
-        "prompt_tokens": prompt,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": counts.get("cache_read_input_tokens") or 0},
-    }
-
-
-class ChatTranslation(Relay):
-    """The Chat Completions side of a stream translation: chunk envelopes, renumbered tool
-    indexes, the finish chunk, the usage chunk and `[DONE]`."""
-
-    def __init__(self, *, lose_second_call: bool = False) -> None:
-        self.lose_second_call = lose_second_call
-        self.id = chunk_id(None)
-        self.model: Any = None
-        self.calls: dict[Any, int] = {}
-        """The provider's key of each translated call (block index, output index) -> tool index."""
-        self.lost: set[Any] = set()
-        self.started = 0
-
-    def open(self, upstream_id: Any, model: Any) -> list[Payload]:
-        self.id, self.model = chunk_id(upstream_id), model
-        return [self.chunk({"role": "assistant", "content": ""})]
-
-    def chunk(self, delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "created": CREATED,
-            "model": self.model,
-            "object": "chat.completion.chunk",
-            "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, **extra}],
-        }
-
-    def call_start(self, key: Any, call_id: Any, name: Any) -> list[Payload]:
-        """A call begins: its first fragment, unless this translator loses it."""
-        self.started += 1
-        if self.lose_second_call and self.started == 2:
-            self.lost.add(key)
-            return []
-        index = self.calls[key] = len(self.calls)
-        fragment = {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": name, "arguments": ""},
-            "index": index,
-        }
-        return [self.chunk({"content": "", "tool_calls": [fragment]})]
-
-    def arguments(self, key: Any, text: Any) -> list[Payload]:
-        if key in self.lost or key not in self.calls or not isinstance(text, str) or not text:
-            return []
-        fragment = {"type": "function", "function": {"arguments": text}, "index": self.calls[key]}
-        return [self.chunk({"content": "", "tool_calls": [fragment]})]
-
-    def text(self, text: Any) -> list[Payload]:
-        return [self.chunk({"content": text})] if isinstance(text, str) and text else []
-
-    def close(self, finish_reason: str, usage: dict[str, Any]) -> list[Payload]:
-        """The finish chunk, the usage chunk and `[DONE]`."""
-        usage_chunk = {**self.chunk({}), "usage": usage}
-        return [self.chunk({}, finish_reason=finish_reason), usage_chunk, DONE]
+    cached = counts.get("cache_read_input_tokens") or 0
+    return usage(prompt, counts.get("output_tokens") or 0, cached)
 
 
 class FromMessages(ChatTranslation):
     """An Anthropic Messages stream as Chat Completions chunks."""
 
-    def __init__(self, *, lose_second_call: bool = False) -> None:
-        super().__init__(lose_second_call=lose_second_call)
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         self.counts: dict[str, Any] = {}
         self.finish_reason = "stop"
 
@@ -212,37 +156,9 @@ def finish_reason(response: dict[str, Any], has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
-def _completion(
-    upstream_id: Any,
-    model: Any,
-    text: str,
-    calls: list[tuple[Any, Any, str]],
-    reason: str,
-    usage: dict[str, Any],
-) -> dict[str, Any]:
-    """A `chat.completion` body."""
-    message: dict[str, Any] = {"content": text or None, "role": "assistant"}
-    if calls:
-        message["tool_calls"] = [
-            {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
-            for id_, name, arguments in calls
-        ]
-    return {
-        "id": chunk_id(upstream_id),
-        "created": CREATED,
-        "model": model,
-        "object": "chat.completion",
-        "system_fingerprint": None,
-        "choices": [{"finish_reason": reason, "index": 0, "message": message}],
-        "usage": usage,
-    }
-
-
-def _keep(calls: list[tuple[Any, Any, str]], lose_second_call: bool) -> list:
-    return calls[:1] + calls[2:] if lose_second_call else calls
-
-
-def message_as_completion(body: dict[str, Any], *, lose_second_call: bool = False) -> Payload:
+def message_as_completion(
+    body: dict[str, Any], *, lose_second_call: bool = False, model: Any = None
+) -> Payload:
     """A Messages JSON body as a `chat.completion` body."""
     if body.get("type") == "error":
         return {"error": body.get("error")}
@@ -254,12 +170,14 @@ def message_as_completion(body: dict[str, Any], *, lose_second_call: bool = Fals
         if block.get("type") == "tool_use"
     ]
     reason = STOP_REASONS.get(body.get("stop_reason"), "stop")
-    usage = chat_usage(body.get("usage") or {})
-    calls = _keep(calls, lose_second_call)
-    return _completion(body.get("id"), body.get("model"), text, calls, reason, usage)
+    counts = chat_usage(body.get("usage") or {})
+    calls = keep_calls(calls, lose_second_call)
+    return completion(body.get("id"), body.get("model") or model, text, calls, reason, counts)
 
 
-def response_as_completion(body: dict[str, Any], *, lose_second_call: bool = False) -> Payload:
+def response_as_completion(
+    body: dict[str, Any], *, lose_second_call: bool = False, model: Any = None
+) -> Payload:
     """A Responses JSON body as a `chat.completion` body."""
     if body.get("error"):
         return {"error": body["error"]}
@@ -276,10 +194,10 @@ def response_as_completion(body: dict[str, Any], *, lose_second_call: bool = Fal
         for item in items
         if item.get("type") == "function_call"
     ]
-    calls = _keep(calls, lose_second_call)
+    calls = keep_calls(calls, lose_second_call)
     reason = finish_reason(body, bool(calls))
-    usage = chat_usage(body.get("usage") or {})
-    return _completion(body.get("id"), body.get("model"), text, calls, reason, usage)
+    counts = chat_usage(body.get("usage") or {})
+    return completion(body.get("id"), body.get("model") or model, text, calls, reason, counts)
 
 
 def _anthropic_headers(client: Mapping[str, str], forwarded: bool) -> dict[str, str]:
@@ -292,8 +210,19 @@ def _anthropic_headers(client: Mapping[str, str], forwarded: bool) -> dict[str, 
 
 
 def _bearer_headers(client: Mapping[str, str], forwarded: bool) -> dict[str, str]:
+    """The client's Authorization, as it is: a bearer token, a Bedrock API key, or a SigV4
+    signature the client made (the gateway signs nothing itself)."""
     bearer = client.get("Authorization")
     return {"Authorization": bearer} if forwarded and bearer else {}
+
+
+def _no_headers(client: Mapping[str, str], forwarded: bool) -> dict[str, str]:
+    """A local Ollama asks for no credentials."""
+    return {}
+
+
+def _fixed(path: str) -> Callable[[dict[str, Any]], str]:
+    return lambda chat: path
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,12 +230,15 @@ class Target:
     """A dialect the gateway can translate Chat Completions into."""
 
     name: str
-    path: str
+    path: Callable[[dict[str, Any]], str]
+    """The provider's path for a Chat request (Converse puts the model and streaming in it)."""
     request: Callable[[dict[str, Any]], dict[str, Any]]
     headers: Callable[[Mapping[str, str], bool], dict[str, str]]
     """The provider's auth and version headers, from the client's (when they are forwarded)."""
     stream: Callable[..., ChatTranslation]
+    """The stream translator: `stream(lose_second_call=…, model=…)`."""
     whole: Callable[..., Payload]
+    """The body translator: `whole(body, lose_second_call=…, model=…)`."""
 
 
 TARGETS = {
@@ -314,7 +246,7 @@ TARGETS = {
     for target in (
         Target(
             "anthropic",
-            "/v1/messages",
+            _fixed("/v1/messages"),
             to_messages,
             _anthropic_headers,
             FromMessages,
@@ -322,11 +254,22 @@ TARGETS = {
         ),
         Target(
             "responses",
-            "/v1/responses",
+            _fixed("/v1/responses"),
             to_responses,
             _bearer_headers,
             FromResponses,
             response_as_completion,
+        ),
+        Target(
+            "ollama", _fixed("/api/chat"), to_ollama, _no_headers, FromOllama, ollama_as_completion
+        ),
+        Target(
+            "converse",
+            converse_path,
+            to_converse,
+            _bearer_headers,
+            FromConverse,
+            converse_as_completion,
         ),
     )
 }

@@ -1,16 +1,23 @@
-"""The request half of a translating gateway: Chat Completions in, Messages or Responses out.
+"""The request half of a translating gateway: Chat Completions in, Messages, Responses, Ollama
+or Bedrock Converse out, as LiteLLM builds each.
 
-System messages become the top-level `system` (Messages) or stay `system` input items
-(Responses); `tools[].function` becomes `{name, description, input_schema}` (Messages) or
-`{type: "function", name, description, parameters}` (Responses); content becomes blocks;
-`max_tokens` is added when the client set none (Messages requires it); an assistant's tool calls
-become `tool_use` blocks or `function_call` items, tool messages `tool_result` blocks (merged into
-one user message) or `function_call_output` items; `stop` becomes `stop_sequences`.
+System messages become the top-level `system` (Messages, Converse) or stay `system` input items
+(Responses) or messages (Ollama); `tools[].function` becomes `{name, description, input_schema}`
+(Messages), `{type: "function", name, description, parameters}` (Responses), stays as it is
+(Ollama) or becomes `toolConfig.tools[].toolSpec{name, description, inputSchema.json}` (Converse);
+content becomes blocks (Messages, Responses, Converse) or one string (Ollama); `max_tokens` is added
+when the client set none (Messages requires it); an assistant's tool calls become `tool_use`
+blocks, `function_call` items, Ollama calls with argument objects or `toolUse` blocks; tool
+messages become `tool_result` blocks (merged into one user message), `function_call_output`
+items, `tool` messages or `toolResult` blocks (merged too); `stop` becomes `stop_sequences`,
+`options.stop` or `inferenceConfig.stopSequences`. Ollama is told `stream` either way (it streams
+by default); a Converse request says nothing of it, nor of the model: both are in its path.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -186,3 +193,121 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
     if chat.get("stream") is True:
         request["stream"] = True
     return request
+
+
+def to_ollama(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions request as an Ollama `/api/chat` request."""
+    messages: list[dict[str, Any]] = []
+    for message in chat.get("messages") or ():
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            continue
+        role = "system" if message["role"] == "developer" else message["role"]
+        entry: dict[str, Any] = {"role": role, "content": "".join(_texts(message.get("content")))}
+        calls = _tool_calls(message) if role == "assistant" else []
+        if calls:
+            entry["tool_calls"] = [
+                {"function": {"name": name, "arguments": _decoded(arguments)}}
+                for _, name, arguments in calls
+            ]
+        messages.append(entry)
+    request: dict[str, Any] = {"model": chat.get("model"), "messages": messages}
+    request["stream"] = chat.get("stream") is True
+    tools = [{"type": "function", "function": function} for function in _functions(chat)]
+    if tools:
+        request["tools"] = tools
+    options: dict[str, Any] = {}
+    limit = chat.get("max_completion_tokens") or chat.get("max_tokens")
+    if limit:
+        options["num_predict"] = limit
+    stop = chat.get("stop")
+    if stop:
+        options["stop"] = [stop] if isinstance(stop, str) else stop
+    if options:
+        request["options"] = options
+    return request
+
+
+def to_converse(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions request as a Bedrock Converse request."""
+    system: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    for message in chat.get("messages") or ():
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        blocks = [{"text": text} for text in _texts(message.get("content"))]
+        if role in ("system", "developer"):
+            system += blocks
+        elif role == "tool":
+            text = "".join(_texts(message.get("content")))
+            result = {"toolUseId": message.get("tool_call_id"), "content": [{"text": text}]}
+            _append(messages, "user", [{"toolResult": result}])
+        elif role == "assistant":
+            blocks += [
+                {"toolUse": {"toolUseId": id_, "name": name, "input": _decoded(arguments)}}
+                for id_, name, arguments in _tool_calls(message)
+            ]
+            _append(messages, "assistant", blocks)
+        else:
+            _append(messages, "user", blocks)
+    request: dict[str, Any] = {"messages": messages}
+    if system:
+        request["system"] = system
+    settings = _inference_config(chat)
+    if settings:
+        request["inferenceConfig"] = settings
+    config = _tool_config(chat)
+    if config:
+        request["toolConfig"] = config
+    return request
+
+
+def converse_path(chat: dict[str, Any]) -> str:
+    """`converse-stream` or `converse` by the client's `stream`, the model id quoted in the path."""
+    model = quote(str(chat.get("model")), safe="")
+    return (
+        f"/model/{model}/converse-stream"
+        if chat.get("stream") is True
+        else f"/model/{model}/converse"
+    )
+
+
+def _inference_config(chat: dict[str, Any]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    limit = chat.get("max_completion_tokens") or chat.get("max_tokens")
+    if limit:
+        settings["maxTokens"] = limit
+    for name, key in (("temperature", "temperature"), ("top_p", "topP")):
+        if isinstance(chat.get(name), int | float):
+            settings[key] = chat[name]
+    stop = chat.get("stop")
+    if stop:
+        settings["stopSequences"] = [stop] if isinstance(stop, str) else stop
+    return settings
+
+
+def _tool_config(chat: dict[str, Any]) -> dict[str, Any]:
+    """`toolConfig`: the tool specs and the tool choice (Converse has no "none"; it is left out)."""
+    tools = [
+        {
+            "toolSpec": {
+                "name": function["name"],
+                "description": function.get("description") or function["name"],
+                "inputSchema": {
+                    "json": function.get("parameters") or {"type": "object", "properties": {}}
+                },
+            }
+        }
+        for function in _functions(chat)
+    ]
+    if not tools:
+        return {}
+    config: dict[str, Any] = {"tools": tools}
+    choice = chat.get("tool_choice")
+    if choice == "auto":
+        config["toolChoice"] = {"auto": {}}
+    elif choice == "required":
+        config["toolChoice"] = {"any": {}}
+    elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        config["toolChoice"] = {"tool": {"name": choice["function"].get("name")}}
+    return config
