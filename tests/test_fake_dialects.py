@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 from calltap.codes import Code
 from calltap.compare import compare_captures
 from calltap.dialects import transcribe
-from calltap.fakes import DEFECT_HEADER, FakeGateway, FakeProvider
+from calltap.fakes import DEFECT_HEADER, FakeGateway, FakeProvider, bedrock_converse, ollama_chat
 from calltap.fakes import anthropic_messages as messages
-from calltap.fakes import bedrock_converse, ollama_chat
 from calltap.fakes import openai_responses as responses
 from calltap.fakes.defects import Relay
 from calltap.fakes.frames import frames_for

@@ -6,20 +6,22 @@ The demo starts four things on 127.0.0.1, on ports the system picks:
                   and clock({"zone":"UTC"}), streamed in fragments, then usage and [DONE]
   fake gateway    relays faithfully, or injects one known defect when a request carries
                   `X-Fake-Gateway-Defect: <name>` (each reproduces a public bug report); with
-                  `X-Fake-Gateway-Translate: anthropic|responses` it translates, as LiteLLM's
-                  Anthropic route does, and the provider answers in that dialect
+                  `X-Fake-Gateway-Translate: anthropic|responses|ollama|converse` it translates,
+                  as LiteLLM's routes do, and the provider answers in that dialect
   calltap         front and back, exactly as `calltap serve` runs them beside a real gateway:
                   client -> front -> gateway -> back -> provider
   a client        sends a faithful text request, a faithful tool-call request, one tool-call
                   request per defect, then tool-call requests through the translating gateway
-                  (faithful, and losing a call), and waits for calltap to compare each pair
+                  (faithful on every route, and losing a call via Anthropic Messages, Ollama and
+                  Bedrock Converse), and waits for calltap to compare each pair
 
 For each request it prints the request id (the capture's directory name), the defect injected,
 what calltap should report, what it reported, and whether that matched. Faithful and cosmetic
 relays (rewritten ids, re-cut fragments, stripped headers, a retried upstream) must compare
 `equal`; every lossy defect must be `diverged` with its code (TOOL_CALLS_DROPPED, DONE_MISSING, …).
-A translated pair crosses dialects (Anthropic Messages or OpenAI Responses upstream, Chat
-Completions downstream) and is compared by meaning all the same.
+A translated pair crosses dialects (Anthropic Messages, OpenAI Responses, Ollama's NDJSON or
+Bedrock Converse's binary event stream upstream, Chat Completions downstream) and is compared by
+meaning all the same.
 
 Exit status: 0 when every defect was caught and every faithful pair was equal, 1 otherwise.
 Needs no configuration and no network. The captures and calltap's own JSON log (calltap.log) go
@@ -89,7 +91,11 @@ SCENARIOS = (
     *(Scenario("tool calls", TOOLS_REQUEST, defect) for defect in DEFECTS.values()),
     Scenario("via Anthropic Messages", TOOLS_REQUEST, FAITHFUL, "anthropic"),
     Scenario("via OpenAI Responses", TOOLS_REQUEST, FAITHFUL, "responses"),
+    Scenario("via Ollama", TOOLS_REQUEST, FAITHFUL, "ollama"),
+    Scenario("via Bedrock Converse", TOOLS_REQUEST, FAITHFUL, "converse"),
     Scenario("via Anthropic Messages", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "anthropic"),
+    Scenario("via Ollama", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "ollama"),
+    Scenario("via Bedrock Converse", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "converse"),
 )
 
 
@@ -217,7 +223,9 @@ async def send(client: aiohttp.ClientSession, calltap: Calltap, scenario: Scenar
 
 
 def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console) -> None:
-    table = Table(title="calltap demo: one request per injected gateway defect")
+    table = Table(
+        title="calltap demo: one request per injected gateway defect and translated route"
+    )
     table.add_column("request id", overflow="fold")
     table.add_column("defect injected", no_wrap=True)
     table.add_column("expected")
@@ -260,6 +268,4 @@ def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console
             "Captures and calltap's log were in a temporary directory, now removed; "
             "keep them with --recordings DIR."
         )
-        console.print(
-            f"Beside a real gateway: calltap serve ... | jq -c '{ALARMS}'"
-        )
+        console.print(f"Beside a real gateway: calltap serve ... | jq -c '{ALARMS}'")

@@ -27,9 +27,11 @@ def test_demo_catches_every_defect_and_exits_0():
     assert result.returncode == 0, result.stdout + result.stderr
     for name in (*DEFECTS, *TRANSLATION_DEFECTS):
         assert name in result.stdout
-    assert "via Anthropic Messages" in result.stdout
-    assert "via OpenAI Responses" in result.stdout
-    assert len(SCENARIOS) == len(DEFECTS) + 5
+    for route in ("Anthropic Messages", "OpenAI Responses", "Ollama", "Bedrock Converse"):
+        assert f"none (via {route})" in result.stdout
+    for route in ("Anthropic Messages", "Ollama", "Bedrock Converse"):
+        assert f"lose-second-tool-use (via {route})" in result.stdout
+    assert len(SCENARIOS) == len(DEFECTS) + 9
     assert f"{len(SCENARIOS)}/{len(SCENARIOS)} as expected" in result.stdout
     assert "MISSED" not in result.stdout
     assert '"event"' not in result.stdout
@@ -44,9 +46,16 @@ def test_demo_keeps_captures_and_log_when_asked(tmp_path: Path):
     compared = [line for line in log if line["event"] == "pair.compared"]
     pairs = sorted(recordings.glob("*/*/pair.json"))
     assert len(compared) == len(pairs) == len(SCENARIOS)
-    dialects = {json.loads(pair.read_bytes())["comparison"]["upstream"]["dialect"]
-                for pair in pairs}
-    assert dialects == {"openai.chat", "anthropic.messages", "openai.responses"}
+    dialects = {
+        json.loads(pair.read_bytes())["comparison"]["upstream"]["dialect"] for pair in pairs
+    }
+    assert dialects == {
+        "openai.chat",
+        "anthropic.messages",
+        "openai.responses",
+        "ollama.chat",
+        "bedrock.converse",
+    }
     dropped = [line for line in log if line.get("code") == "TOOL_CALLS_DROPPED"]
     assert dropped and all(line["event"] == "divergence" for line in dropped)
     assert str(recordings / "calltap.log") in result.stdout
