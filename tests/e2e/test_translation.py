@@ -1,5 +1,5 @@
 """End to end through a translating gateway: the client speaks Chat Completions, the provider
-Anthropic Messages or OpenAI Responses.
+Anthropic Messages, OpenAI Responses, Ollama (NDJSON) or Bedrock Converse (AWS event stream).
 
 client -> calltap front -> fake gateway (X-Fake-Gateway-Translate) -> calltap back -> fake provider
 
@@ -22,12 +22,15 @@ from calltap.codes import Code
 from calltap.fakes import DEFECT_HEADER
 from calltap.fakes.gateway import TRANSLATE_HEADER
 from calltap.fakes.provider import CHAT_PATH, TOOLS_REQUEST
-from calltap.fakes.translate import LOSE_SECOND_TOOL_USE
+from calltap.fakes.translate import LOSE_SECOND_TOOL_USE, TARGETS
 
 UPSTREAM = {
-    "anthropic": ("anthropic.messages", "/v1/messages"),
-    "responses": ("openai.responses", "/v1/responses"),
+    "anthropic": "anthropic.messages",
+    "responses": "openai.responses",
+    "ollama": "ollama.chat",
+    "converse": "bedrock.converse",
 }
+"""The dialect calltap must read on the provider's side of each translation."""
 
 
 @dataclass
@@ -73,7 +76,7 @@ def question(n: int) -> dict[str, Any]:
 
 
 def last_user_text(request: dict[str, Any]) -> str:
-    """The last user message's text in a Chat, Messages or Responses request."""
+    """The last user message's text in a Chat, Messages, Responses, Ollama or Converse request."""
     last = (request.get("messages") or request.get("input"))[-1]
     assert last["role"] == "user"
     content = last["content"]
@@ -83,17 +86,17 @@ def last_user_text(request: dict[str, Any]) -> str:
 @pytest.mark.parametrize("target", sorted(UPSTREAM))
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 async def test_a_faithful_translation_compares_equal_across_dialects(topology, target, stream):
-    sent = await send(topology, {**TOOLS_REQUEST, "stream": stream}, target)
-    dialect, path = UPSTREAM[target]
+    request = {**TOOLS_REQUEST, "stream": stream}
+    sent = await send(topology, request, target)
     comparison = sent.comparison
 
     assert comparison["verdict"] == "equal"
-    assert comparison["upstream"]["dialect"] == dialect
+    assert comparison["upstream"]["dialect"] == UPSTREAM[target]
     assert comparison["downstream"]["dialect"] == "openai.chat"
     assert comparison["upstream"]["tool_calls"] == comparison["downstream"]["tool_calls"] == 2
     assert sent.codes <= {Code.TOOL_CALL_IDS_REMAPPED}
     assert sent.pair["pairing"] == "header"
-    assert sent.pair["legs"]["upstream"]["path"] == path
+    assert sent.pair["legs"]["upstream"]["path"] == TARGETS[target].path(request)
     assert sent.pair["legs"]["downstream"]["path"] == CHAT_PATH
     assert sent.body.endswith(b"data: [DONE]\n\n") is stream
     assert TRANSLATE_HEADER.lower() not in {
@@ -102,21 +105,27 @@ async def test_a_faithful_translation_compares_equal_across_dialects(topology, t
 
 
 @pytest.mark.parametrize("target", sorted(UPSTREAM))
-async def test_a_translator_losing_the_second_tool_call_is_tool_calls_dropped(topology, target):
-    sent = await send(topology, TOOLS_REQUEST, target, LOSE_SECOND_TOOL_USE.name)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+async def test_a_translator_losing_the_second_tool_call_is_tool_calls_dropped(
+    topology, target, stream
+):
+    request = {**TOOLS_REQUEST, "stream": stream}
+    sent = await send(topology, request, target, LOSE_SECOND_TOOL_USE.name)
     dropped = [f for f in sent.comparison["findings"] if f["code"] == Code.TOOL_CALLS_DROPPED]
 
     assert sent.comparison["verdict"] == LOSE_SECOND_TOOL_USE.verdict == "diverged"
     assert LOSE_SECOND_TOOL_USE.codes <= sent.codes
     assert [finding["count"] for finding in dropped] == [1]
+    assert sent.comparison["upstream"]["dialect"] == UPSTREAM[target]
     assert sent.comparison["upstream"]["tool_calls"] == 2
     assert sent.comparison["downstream"]["tool_calls"] == 1
     logged = {line["code"] for line in topology.log.lines("divergence", sent.request_id)}
     assert logged == {Code.TOOL_CALLS_DROPPED, Code.TOOL_CALL_SET_CHANGED}
 
 
-async def test_a_stream_defect_applies_after_the_translation(topology):
-    sent = await send(topology, TOOLS_REQUEST, "anthropic", "strip-done")
+@pytest.mark.parametrize("target", sorted(UPSTREAM))
+async def test_a_stream_defect_applies_after_the_translation(topology, target):
+    sent = await send(topology, TOOLS_REQUEST, target, "strip-done")
     assert sent.comparison["verdict"] == "diverged"
     assert Code.DONE_MISSING in sent.codes
     assert b"[DONE]" not in sent.body
@@ -124,7 +133,7 @@ async def test_a_stream_defect_applies_after_the_translation(topology):
 
 async def test_ten_distinct_requests_without_headers_pair_by_fingerprint(make_topology):
     async with make_topology(events_delay=0.005) as topology:
-        targets = [sorted(UPSTREAM)[n % 2] for n in range(10)]
+        targets = [sorted(UPSTREAM)[n % len(UPSTREAM)] for n in range(10)]
         sent = await asyncio.gather(
             *(
                 send(topology, question(n), target, "strip-headers")
@@ -136,9 +145,23 @@ async def test_ten_distinct_requests_without_headers_pair_by_fingerprint(make_to
         upstream_request = one.request("upstream")
         assert one.pair["pairing"] == "fingerprint"
         assert one.comparison["verdict"] == "equal"
-        assert one.comparison["upstream"]["dialect"] == UPSTREAM[target][0]
+        assert one.comparison["upstream"]["dialect"] == UPSTREAM[target]
         assert last_user_text(downstream_request) == f"Question {n}: weather?"
         assert last_user_text(upstream_request) == last_user_text(downstream_request)
+
+
+@pytest.mark.parametrize("target", ["ollama", "converse"])
+async def test_whole_answers_without_headers_pair_by_fingerprint(topology, target):
+    sent = await send(topology, {**question(7), "stream": False}, target, "strip-headers")
+    upstream_request = sent.request("upstream")
+
+    assert sent.pair["pairing"] == "fingerprint"
+    assert sent.comparison["verdict"] == "equal"
+    assert sent.comparison["upstream"]["tool_calls"] == 2
+    assert sent.pair["legs"]["upstream"]["path"] == TARGETS[target].path(
+        question(7) | {"stream": False}
+    )
+    assert last_user_text(upstream_request) == "Question 7: weather?"
 
 
 async def test_identical_requests_without_headers_pair_in_arrival_order(make_topology):
