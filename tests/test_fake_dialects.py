@@ -433,7 +433,7 @@ def test_a_translated_stream_looks_like_litellms(target):
 @pytest.mark.parametrize(
     ("headers", "message"),
     [
-        ({TRANSLATE_HEADER: "gemini"}, "unknown X-Fake-Gateway-Translate: 'gemini'"),
+        ({TRANSLATE_HEADER: "no-such-dialect"}, "unknown X-Fake-Gateway-Translate: 'no-such"),
         (
             {DEFECT_HEADER: LOSE_SECOND_TOOL_USE.name},
             "'lose-second-tool-use' needs X-Fake-Gateway-Translate",
