@@ -2,7 +2,8 @@
 
 No deadline: a loaded 2-core machine must not fail a correct example. Under CI the examples are
 derandomized, so a run is repeatable; on a developer's machine each run explores new ones.
-`client` is an HTTP client that hands back the bytes as they came (no decompression).
+`client` is an HTTP client that hands back the bytes as they came (no decompression); `provider`
+is a fake provider on loopback.
 """
 
 import os
@@ -11,6 +12,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from hypothesis import settings
+
+from calltap.fakes import FakeProvider
 
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True)
@@ -21,3 +24,9 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 async def client() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(auto_decompress=False) as session:
         yield session
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[FakeProvider]:
+    async with FakeProvider() as fake:
+        yield fake

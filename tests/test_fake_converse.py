@@ -10,14 +10,12 @@ headers untouched, and hand back Chat Completions that LiteLLM would.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
-from calltap.fakes import FakeGateway, FakeProvider
+from calltap.fakes import FakeGateway
 from calltap.fakes import eventstream as wire
 from calltap.fakes.frames import EventStreamFrames
 from calltap.fakes.gateway import TRANSLATE_HEADER
@@ -26,9 +24,9 @@ from calltap.fakes.translate import TARGETS
 from calltap.fakes.translate_converse import FromConverse
 from calltap.fakes.translate_request import to_converse
 from dialect_helpers import clean_choice, read
+from fake_helpers import EXPECTED_CALLS, call_starts, post, through
 from test_eventstream import botocore_events
 
-EXPECTED_CALLS = [("weather", {"city": "Taipei"}), ("clock", {"zone": "UTC"})]
 MODEL = "us.amazon.nova-pro-v1:0"
 STREAM_PATH = f"/model/{MODEL}/converse-stream"
 WHOLE_PATH = f"/model/{MODEL}/converse"
@@ -55,19 +53,6 @@ SIGV4 = {
     "X-Amz-Date": "20251130T000000Z",
     "X-Amz-Security-Token": "FwoGZXIvYXdzEXAMPLETOKEN",
 }
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
-
-
-async def post(
-    client: aiohttp.ClientSession, url: str, request: dict[str, Any], **headers: str
-) -> tuple[aiohttp.ClientResponse, bytes]:
-    async with client.post(url, data=orjson.dumps(request), headers=headers) as reply:
-        return reply, await reply.read()
 
 
 def calls_of(body: bytes, path: str) -> list[tuple[str, Any]]:
@@ -264,21 +249,14 @@ def provider_events(body: bytes) -> list[Any]:
 
 
 def translate(payloads: list[Any], **options: Any) -> list[Any]:
-    relay = FromConverse(**options)
-    return [out for payload in payloads for out in relay.feed(payload)] + relay.end()
+    return through(FromConverse(**options), payloads)
 
 
 async def test_the_translated_stream_looks_like_litellms(provider, client):
     _, body = await post(client, provider.url + STREAM_PATH, CONVERSE_REQUEST)
     chunks = translate(provider_events(body), model=MODEL)
     decoded = chunks[:-1]
-    starts = [
-        fragment
-        for chunk in decoded
-        for choice in chunk["choices"]
-        for fragment in choice["delta"].get("tool_calls", ())
-        if "id" in fragment
-    ]
+    starts = call_starts(decoded)
     usage = provider_events(body)[-1]["metadata"]["usage"]
 
     assert chunks[-1] == "[DONE]"

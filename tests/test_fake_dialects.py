@@ -10,10 +10,8 @@ a faithful translation compares `equal` and a translator that loses the second c
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -22,7 +20,7 @@ from hypothesis import strategies as st
 from calltap.codes import Code
 from calltap.compare import compare_captures
 from calltap.dialects import transcribe
-from calltap.fakes import DEFECT_HEADER, FakeGateway, FakeProvider, bedrock_converse, ollama_chat
+from calltap.fakes import DEFECT_HEADER, FakeGateway, bedrock_converse, ollama_chat
 from calltap.fakes import anthropic_messages as messages
 from calltap.fakes import openai_responses as responses
 from calltap.fakes.defects import Relay
@@ -43,8 +41,8 @@ from calltap.fakes.translate import ANTHROPIC_VERSION, LOSE_SECOND_TOOL_USE, TAR
 from calltap.fakes.translate_request import DEFAULT_MAX_TOKENS
 from calltap.sse import parse
 from calltap.transcript import Capture, Transcript
+from fake_helpers import EXPECTED_CALLS, post
 
-EXPECTED_CALLS = [("weather", {"city": "Taipei"}), ("clock", {"zone": "UTC"})]
 FUNCTIONS = [WEATHER_TOOL["function"], CLOCK_TOOL["function"]]
 MESSAGES_REQUEST: dict[str, Any] = {
     "model": "claude-sonnet-4-5",
@@ -73,19 +71,6 @@ RESPONSES_REQUEST: dict[str, Any] = {
 REQUESTS = {MESSAGES_PATH: MESSAGES_REQUEST, RESPONSES_PATH: RESPONSES_REQUEST}
 DIALECT_NAMES = {MESSAGES_PATH: "anthropic.messages", RESPONSES_PATH: "openai.responses"}
 ANTHROPIC_HEADERS = {"x-api-key": "sk-ant-test-key", "anthropic-version": "2023-06-01"}
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
-
-
-async def post(
-    client: aiohttp.ClientSession, url: str, request: dict[str, Any], **headers: str
-) -> tuple[aiohttp.ClientResponse, bytes]:
-    async with client.post(url, data=orjson.dumps(request), headers=headers) as reply:
-        return reply, await reply.read()
 
 
 def read(body: bytes, path: str) -> Transcript:

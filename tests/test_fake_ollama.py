@@ -8,14 +8,12 @@ what LiteLLM's `ollama_chat` route sends and hand back Chat Completions that Lit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
-from calltap.fakes import FakeGateway, FakeProvider
+from calltap.fakes import FakeGateway
 from calltap.fakes.frames import NDJSONFrames
 from calltap.fakes.gateway import TRANSLATE_HEADER
 from calltap.fakes.provider import (
@@ -30,27 +28,14 @@ from calltap.fakes.translate import TARGETS
 from calltap.fakes.translate_ollama import FromOllama
 from calltap.fakes.translate_request import to_ollama
 from dialect_helpers import clean_choice, read
+from fake_helpers import EXPECTED_CALLS, call_starts, post, through
 
-EXPECTED_CALLS = [("weather", {"city": "Taipei"}), ("clock", {"zone": "UTC"})]
 OLLAMA_REQUEST: dict[str, Any] = {
     "model": "llama3.2",
     "messages": QUESTION,
     "tools": [WEATHER_TOOL, CLOCK_TOOL],
 }
 """What an Ollama client sends: no `stream`, so Ollama streams."""
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
-
-
-async def post(
-    client: aiohttp.ClientSession, url: str, request: dict[str, Any], **headers: str
-) -> tuple[aiohttp.ClientResponse, bytes]:
-    async with client.post(url, data=orjson.dumps(request), headers=headers) as reply:
-        return reply, await reply.read()
 
 
 def calls_of(body: bytes, **capture: Any) -> list[tuple[str, Any]]:
@@ -202,21 +187,14 @@ def provider_lines(body: bytes) -> list[Any]:
 
 
 def translate(payloads: list[Any], **options: Any) -> list[Any]:
-    relay = FromOllama(**options)
-    return [out for payload in payloads for out in relay.feed(payload)] + relay.end()
+    return through(FromOllama(**options), payloads)
 
 
 async def test_the_translated_stream_looks_like_litellms(provider, client):
     _, body = await post(client, provider.url + OLLAMA_PATH, OLLAMA_REQUEST)
     chunks = translate(provider_lines(body))
     decoded = chunks[:-1]
-    fragments = [
-        fragment
-        for chunk in decoded
-        for choice in chunk["choices"]
-        for fragment in choice["delta"].get("tool_calls", ())
-    ]
-    starts = [fragment for fragment in fragments if "id" in fragment]
+    starts = call_starts(decoded)
 
     assert chunks[-1] == "[DONE]"
     assert len({chunk["id"] for chunk in decoded}) == 1

@@ -16,6 +16,8 @@ by default); a Converse request says nothing of it, nor of the model: both are i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -81,32 +83,62 @@ def _append(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, An
         messages.append({"role": role, "content": blocks})
 
 
-def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
-    """A Chat Completions request as an Anthropic Messages request."""
+@dataclass(frozen=True, slots=True)
+class BlockShapes:
+    """How a dialect of content blocks writes text, a tool call and a tool result."""
+
+    text: Callable[[str], dict[str, Any]]
+    tool_use: Callable[[Any, Any, Any], dict[str, Any]]
+    """A block for (id, name, decoded arguments)."""
+    tool_result: Callable[[Any, str], dict[str, Any]]
+    """A block for (the call's id, the result's text)."""
+
+
+MESSAGES_BLOCKS = BlockShapes(
+    lambda text: {"type": "text", "text": text},
+    lambda id_, name, arguments: {"type": "tool_use", "id": id_, "name": name, "input": arguments},
+    lambda id_, text: {"type": "tool_result", "tool_use_id": id_, "content": text},
+)
+CONVERSE_BLOCKS = BlockShapes(
+    lambda text: {"text": text},
+    lambda id_, name, arguments: {"toolUse": {"toolUseId": id_, "name": name, "input": arguments}},
+    lambda id_, text: {"toolResult": {"toolUseId": id_, "content": [{"text": text}]}},
+)
+
+
+def _in_blocks(
+    chat: dict[str, Any], shapes: BlockShapes
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The system blocks apart, and the turns as alternating user and assistant messages of
+    blocks (tool results merged into the user's turn), as Messages and Converse both want."""
     system: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = []
     for message in chat.get("messages") or ():
         if not isinstance(message, dict):
             continue
         role = message.get("role")
-        blocks = [{"type": "text", "text": text} for text in _texts(message.get("content"))]
+        texts = _texts(message.get("content"))
+        blocks = [shapes.text(text) for text in texts]
         if role in ("system", "developer"):
             system += blocks
         elif role == "tool":
-            result = {
-                "type": "tool_result",
-                "tool_use_id": message.get("tool_call_id"),
-                "content": "".join(_texts(message.get("content"))),
-            }
-            _append(messages, "user", [result])
+            _append(
+                messages, "user", [shapes.tool_result(message.get("tool_call_id"), "".join(texts))]
+            )
         elif role == "assistant":
             blocks += [
-                {"type": "tool_use", "id": id_, "name": name, "input": _decoded(arguments)}
+                shapes.tool_use(id_, name, _decoded(arguments))
                 for id_, name, arguments in _tool_calls(message)
             ]
             _append(messages, "assistant", blocks)
         else:
             _append(messages, "user", blocks)
+    return system, messages
+
+
+def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions request as an Anthropic Messages request."""
+    system, messages = _in_blocks(chat, MESSAGES_BLOCKS)
     limit = chat.get("max_completion_tokens") or chat.get("max_tokens") or DEFAULT_MAX_TOKENS
     request: dict[str, Any] = {"model": chat.get("model"), "messages": messages}
     request["max_tokens"] = limit
@@ -229,27 +261,7 @@ def to_ollama(chat: dict[str, Any]) -> dict[str, Any]:
 
 def to_converse(chat: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions request as a Bedrock Converse request."""
-    system: list[dict[str, Any]] = []
-    messages: list[dict[str, Any]] = []
-    for message in chat.get("messages") or ():
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        blocks = [{"text": text} for text in _texts(message.get("content"))]
-        if role in ("system", "developer"):
-            system += blocks
-        elif role == "tool":
-            text = "".join(_texts(message.get("content")))
-            result = {"toolUseId": message.get("tool_call_id"), "content": [{"text": text}]}
-            _append(messages, "user", [{"toolResult": result}])
-        elif role == "assistant":
-            blocks += [
-                {"toolUse": {"toolUseId": id_, "name": name, "input": _decoded(arguments)}}
-                for id_, name, arguments in _tool_calls(message)
-            ]
-            _append(messages, "assistant", blocks)
-        else:
-            _append(messages, "user", blocks)
+    system, messages = _in_blocks(chat, CONVERSE_BLOCKS)
     request: dict[str, Any] = {"messages": messages}
     if system:
         request["system"] = system
