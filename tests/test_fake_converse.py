@@ -150,32 +150,36 @@ async def test_a_request_without_messages_is_a_400_in_bedrocks_shape(provider, c
 # The gateway's translation
 
 
+CONVERSATION: dict[str, Any] = {
+    "model": MODEL,
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "tooluse_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Taipei"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "tooluse_1", "content": "sunny"},
+        {"role": "user", "content": "And tomorrow?"},
+    ],
+    "tools": [WEATHER_TOOL],
+    "tool_choice": "required",
+    "max_tokens": 50,
+    "temperature": 0.2,
+    "stream": True,
+}
+"""A Chat request with a system prompt, a call, its result and a follow-up."""
+
+
 def test_a_conversation_translates_as_litellm_sends_it():
-    chat = {
-        "model": MODEL,
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Weather?"},
-            {
-                "role": "assistant",
-                "content": "Checking.",
-                "tool_calls": [
-                    {
-                        "id": "tooluse_1",
-                        "type": "function",
-                        "function": {"name": "weather", "arguments": '{"city":"Taipei"}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "tooluse_1", "content": "sunny"},
-            {"role": "user", "content": "And tomorrow?"},
-        ],
-        "tools": [WEATHER_TOOL],
-        "tool_choice": "required",
-        "max_tokens": 50,
-        "temperature": 0.2,
-        "stream": True,
-    }
+    chat = CONVERSATION
     spec = {
         "name": "weather",
         "description": WEATHER_TOOL["function"]["description"],
