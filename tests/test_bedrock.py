@@ -251,3 +251,13 @@ def test_an_exception_not_forwarded_is_dropped() -> None:
     verdict, found = compared(downstream, upstream)
     assert verdict == "diverged"
     assert Code.ERROR_DROPPED in found
+
+
+def test_a_converse_error_body_is_read_by_the_dialect_its_path_names() -> None:
+    """Bedrock's error bodies carry `message`, not `error`: the error status lets the path
+    name the dialect."""
+    body = b'{"message": "Malformed input request, please reformat your input and try again."}'
+    transcript = read(body, path="/model/m/converse", status=400)
+    assert transcript.dialect == "bedrock.converse"
+    assert transcript.errors and codes(transcript) == []
+    assert read(body, path="/model/m/converse", status=200).dialect == "unknown"

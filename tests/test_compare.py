@@ -290,3 +290,16 @@ def test_dropping_any_one_call_is_tool_calls_dropped_with_count_one(
     assert (
         codes[Code.TOOL_CALLS_DROPPED].position == comparison.downstream.choices[0].finish_position
     )
+
+
+def test_ids_a_gateway_gives_calls_that_had_none_are_no_remapping() -> None:
+    """Ollama's and Gemini's calls carry no id; the gateway must make some for its client."""
+    up = calls_stream(("weather", "{}"), ("clock", "{}"))
+    down = calls_stream(("weather", "{}"), ("clock", "{}"))
+    for order, call in enumerate(up.choices[0].tool_calls):
+        call.id = None
+        down.choices[0].tool_calls[order].id = f"call_gw_{order}"
+    assert compare(up, down).findings == []
+    down.choices[0].tool_calls[0].index = 1
+    down.choices[0].tool_calls[1].index = 0
+    assert Code.TOOL_CALL_IDS_REMAPPED in found(compare(up, down))

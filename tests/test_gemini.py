@@ -468,7 +468,7 @@ def test_a_faithful_chat_translation_of_parallel_calls_is_equal(
     comparison = compare(upstream(calls, as_array=as_array), downstream(calls, cuts=cuts))
     assert comparison.upstream.dialect == NAME
     assert comparison.verdict == "equal"
-    assert cross_codes(comparison) == {Code.TOOL_CALL_IDS_REMAPPED}
+    assert cross_codes(comparison) == set()
 
 
 def test_a_dropped_parallel_call_is_tool_calls_dropped() -> None:
@@ -477,7 +477,6 @@ def test_a_dropped_parallel_call_is_tool_calls_dropped() -> None:
     assert cross_codes(comparison) == {
         Code.TOOL_CALLS_DROPPED,
         Code.TOOL_CALL_SET_CHANGED,
-        Code.TOOL_CALL_IDS_REMAPPED,
     }
     dropped = next(f for f in comparison.findings if f.code is Code.TOOL_CALLS_DROPPED)
     assert (dropped.count, dropped.detail) == (1, "missing downstream: find_places")
@@ -491,13 +490,13 @@ def test_arguments_of_another_type_are_changed_and_a_double_is_the_same_number()
     assert changed.verdict == "diverged"
     assert Code.TOOL_CALL_ARGUMENTS_CHANGED in cross_codes(changed)
     same = compare(upstream(calls), downstream(as_double))
-    assert (same.verdict, cross_codes(same)) == ("equal", {Code.TOOL_CALL_IDS_REMAPPED})
+    assert (same.verdict, cross_codes(same)) == ("equal", set())
 
 
 def test_a_finish_reason_lost_in_translation_is_finish_reason_missing() -> None:
     comparison = compare(upstream(), downstream(finish_reason=None))
     assert comparison.verdict == "diverged"
-    assert cross_codes(comparison) == {Code.FINISH_REASON_MISSING, Code.TOOL_CALL_IDS_REMAPPED}
+    assert cross_codes(comparison) == {Code.FINISH_REASON_MISSING}
     missing = next(f for f in comparison.findings if f.code is Code.FINISH_REASON_MISSING)
     assert (missing.side, missing.choice) == ("downstream", 0)
 
@@ -572,7 +571,7 @@ def test_a_blocked_prompt_is_equal_to_a_content_filter_finish_only() -> None:
 
 def test_thought_tokens_left_out_of_the_completion_count_is_usage_changed() -> None:
     comparison = compare(upstream(), downstream(tokens=(83, 40)))
-    assert cross_codes(comparison) == {Code.USAGE_CHANGED, Code.TOOL_CALL_IDS_REMAPPED}
+    assert cross_codes(comparison) == {Code.USAGE_CHANGED}
 
 
 # The request side

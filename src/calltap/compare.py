@@ -306,8 +306,7 @@ def _cosmetic(up: Choice, down: Choice, pairs: list[tuple[int, int]]) -> list[Fi
     remapped = [
         (up.tool_calls[u], down.tool_calls[d])
         for u, d in pairs
-        if (up.tool_calls[u].id, up.tool_calls[u].index)
-        != (down.tool_calls[d].id, down.tool_calls[d].index)
+        if _remapped(up.tool_calls[u], down.tool_calls[d])
     ]
     if remapped:
         findings.append(
@@ -321,6 +320,12 @@ def _cosmetic(up: Choice, down: Choice, pairs: list[tuple[int, int]]) -> list[Fi
             )
         )
     return findings
+
+
+def _remapped(up: ToolCall, down: ToolCall) -> bool:
+    """Another index, or another id where the provider gave one: a call without an id upstream
+    (Ollama's, Gemini's) gets one from the gateway, which rewrites nothing."""
+    return up.index != down.index or (up.id is not None and up.id != down.id)
 
 
 def _side_defects(upstream: Transcript, downstream: Transcript) -> list[Finding]:

@@ -45,7 +45,7 @@ from calltap.dialects import (
     openai_responses,
 )
 from calltap.dialects.base import Conversation, Dialect, Framing
-from calltap.dialects.common import invalid_payload, issue_findings
+from calltap.dialects.common import error_expected, invalid_payload, issue_findings
 from calltap.dialects.content import EncodingError, decode_content
 from calltap.dialects.framing import STREAM_FRAMINGS, reader, sniff_framing
 from calltap.jsonvalues import JsonInvalid, load_envelope
@@ -119,7 +119,8 @@ def _transcribe_json(body: bytes, capture: Capture, forced: Dialect | None) -> T
         payload, issues = load_envelope(text)
     except (UnicodeDecodeError, JsonInvalid) as error:
         return _unknown(f"body is not JSON: {error}", streaming=False)
-    path = capture.path if payload.__class__ is dict and "error" in payload else None
+    error_body = payload.__class__ is dict and "error" in payload
+    path = capture.path if error_body or error_expected(capture.status) else None
     dialect = forced or _detect((payload,), path, DIALECTS)
     if dialect is None:
         return _unknown("body is not a known dialect's JSON", streaming=False)
