@@ -11,8 +11,14 @@ LITELLM_STAMP := $(LITELLM_VENV)/.installed
 # tests/with_gateway_bugs/releases/<release>/requirements.txt.
 GW_RELEASES := $(notdir $(wildcard tests/with_gateway_bugs/releases/*))
 GW_STAMPS   := $(foreach release,$(GW_RELEASES),.venv-gw-$(release)/.installed)
+# `make mutation` adds mutmut (the `mutation` extra) to .venv; [tool.mutmut] in pyproject.toml says
+# what it mutates and which tests it runs. MUTANTS narrows a run to some mutant names, for example
+# MUTANTS='calltap.sse.*'; MUTATION_CHILDREN is how many mutants run at once.
+MUTATION_STAMP    := $(VENV)/.mutation-installed
+MUTANTS           ?=
+MUTATION_CHILDREN ?= $(shell nproc)
 
-.PHONY: demo test lint bench reliability litellm gateway-bugs clean
+.PHONY: demo test lint bench reliability litellm gateway-bugs mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +31,10 @@ $(LITELLM_STAMP): tests/with_litellm/requirements.txt
 	$(LITELLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(LITELLM_VENV)/bin/python -m pip install --quiet -r tests/with_litellm/requirements.txt
 	touch $(LITELLM_STAMP)
+
+$(MUTATION_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
+	touch $(MUTATION_STAMP)
 
 litellm: $(LITELLM_STAMP)
 
@@ -47,12 +57,19 @@ reliability: $(STAMP)
 	$(BIN)/python -m pytest -q tests/reliability
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 
 bench: $(STAMP)
 	$(BIN)/python bench/compare_throughput.py
 	$(BIN)/python bench/relay.py
 	$(BIN)/python bench/streams.py
 
+# Every run starts from fresh mutants, so the scores are those of the code and tests as they are.
+mutation: $(MUTATION_STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children $(MUTATION_CHILDREN) $(MUTANTS)
+	$(BIN)/python tools/mutation_scores.py
+
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
+		mutants
