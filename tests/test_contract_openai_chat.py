@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from calltap.codes import Code
 from calltap.dialects import openai_chat
 from calltap.sse import parse
 from calltap.transcript import Position
 from dialect_helpers import clean_choice, codes, read, token_counts
-from fixtures.chat_stream import chunk, delta, sse, usage
+from fixtures.chat_stream import call_start, chunk, delta, sse, usage
 
 
 def positions(body: bytes) -> list[Position]:
@@ -189,3 +190,31 @@ def test_a_body_call_takes_its_place_in_the_list_and_the_body_position() -> None
         (1, "c2", "g", Position(None, 0)),
     ]
 
+
+
+def test_a_payload_that_is_not_json_says_why_in_its_finding() -> None:
+    body = b'data: {"choices": [\n\n' + sse([chunk([delta(content="a", finish_reason="stop")])])
+    transcript = read(body)
+    (finding,) = transcript.findings
+    assert (finding.code, finding.position, finding.detail) == (
+        Code.JSON_INVALID,
+        Position(0, 0),
+        "Expecting value: line 1 column 14 (char 13)",
+    )
+
+
+def test_malformed_call_fragments_are_skipped_and_the_rest_read() -> None:
+    body = sse(
+        [
+            chunk([delta(tool_calls=[None, "x", call_start(0, "c1", "f", "{}")])]),  # type: ignore
+            chunk([delta(finish_reason="tool_calls")]),
+        ]
+    )
+    transcript = read(body)
+    (call,) = clean_choice(transcript, "openai.chat", streaming=True).tool_calls
+    assert (call.index, call.id, call.name, call.arguments) == (0, "c1", "f", "{}")
+
+
+def test_a_legacy_function_call_that_is_not_an_object_is_no_call() -> None:
+    body = sse([chunk([{"index": 0, "delta": {"function_call": "f"}, "finish_reason": "stop"}])])
+    assert clean_choice(read(body), "openai.chat", streaming=True).tool_calls == []
