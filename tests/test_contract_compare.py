@@ -276,3 +276,14 @@ def test_a_dropped_error_counts_the_errors_sent_and_quotes_them() -> None:
         position=downstream.end_position,
         detail="server_error: 502: overloaded; server_error: 502: overloaded",
     )
+
+
+def test_added_calls_are_named_in_downstream_order() -> None:
+    downstream = answer(("", [("i", "{}"), ("f", "{}"), ("h", "{}")]))
+    (added, _, _) = compare(answer(("", [("f", "{}")])), downstream).findings
+    assert (added.code, added.count, added.position, added.detail) == (
+        Code.TOOL_CALLS_ADDED,
+        2,
+        downstream.choices[0].tool_calls[0].position,
+        "only downstream: i, h",
+    )
