@@ -100,3 +100,14 @@ def test_the_first_colon_ends_the_field_name_on_every_field() -> None:
     """Later colons belong to the value, on lines the `data: ` shortcut does not read too."""
     events, _ = parse(b"event:a:b\nid:1:2\ndata:x:y\n\n")
     assert events == [Event(0, 0, "a:b", "x:y", "1:2")]
+
+
+def test_a_typed_block_without_data_dispatches_nothing_but_keeps_its_id() -> None:
+    """`event:` then `id:` then a blank line is no event, wherever the block sits in a feed."""
+    body = b"data: a\n\nevent: ping\nid: 7\n\ndata: b\n\n"
+    events, incomplete = parse(body)
+    assert events == [
+        Event(0, 0, "message", "a", ""),
+        Event(1, body.index(b"data: b"), "message", "b", "7"),
+    ]
+    assert incomplete is None
