@@ -88,6 +88,12 @@ def test_bytes_scanned_counts_each_feed_once_and_a_pending_line_once_more_when_i
     assert parser.bytes_scanned == 9 + 6 + 3 + 2 + len(b"data: abc\n\n")
 
 
+def test_bytes_scanned_counts_a_leading_lf_which_ends_an_empty_line() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"\ndata: a\n\n") == [Event(0, 1, "message", "a", "")]
+    assert parser.bytes_scanned == len(b"\ndata: a\n\n")
+
+
 def test_bytes_scanned_leaves_out_a_dropped_bom_and_the_lf_of_a_split_crlf() -> None:
     parser = SSEParser()
     parser.feed(b"\xef\xbb\xbfdata: a\r")
