@@ -2,7 +2,7 @@
 translating fake gateway applies to them (the translation laws for every target, Ollama and
 Bedrock Converse included).
 
-Each endpoint must look like the real API (FIELD-NOTES.md), transcribe clean with the calls the
+Each endpoint must look like the real API's documentation, transcribe clean with the calls the
 request asked for, give the same request the same bytes, and give the same question the same tool
 calls in every dialect. The translation laws are checked without a network: for any set of tools,
 a faithful translation compares `equal` and a translator that loses the second call is caught.

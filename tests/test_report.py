@@ -1,4 +1,4 @@
-"""The `--json` object of DESIGN.md, redaction, and the rich tables."""
+"""The `--json` object users' scripts read, redaction, and the rich tables."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding codes, their severities and one-line explanations (the contract in DESIGN.md)."""
+"""Finding codes, their severities and one-line explanations (the README's code table)."""
 
 from enum import StrEnum
 

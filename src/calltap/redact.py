@@ -15,7 +15,7 @@ SECRET_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "cookie", "set-cookie", "api-key", "x-api-key",
      "x-goog-api-key", "x-litellm-api-key"}
 )
-"""Header names (lower case) whose values never reach disk: DESIGN.md's six, plus the key
+"""Header names (lower case) whose values never reach disk: the six the README names, plus the key
 headers of Gemini's API and of LiteLLM's virtual keys, which gateways put on the wire too."""
 
 REDACTED = "[redacted]"

@@ -1,10 +1,11 @@
 """Comparisons and checks as the JSON object of `calltap compare --json`, and as rich tables.
 
-The JSON shape is fixed by DESIGN.md: `verdict`, one object per side (`dialect`, `events`, `bytes`,
-`choices`, `tool_calls`, `findings`) and the top-level `findings`, each with `code`, `severity`,
-`side`, `choice`, `count` and `position {event, byte}`. A finding may add `detail`, which can hold
-function names, argument values, text or ids; `redact=True` leaves every `detail` out, so the
-report keeps only codes, severities, positions and counts and can be shared.
+The JSON shape is fixed (users' scripts read it): `verdict`, one object per side (`dialect`,
+`framing`, `events`, `bytes`, `choices`, `tool_calls`, `findings`) and the top-level `findings`,
+each with `code`, `severity`, `side`, `choice`, `count` and `position {event, byte}`. A finding
+may add `detail`, which can hold function names, argument values, text or ids; `redact=True`
+leaves every `detail` out, so the report keeps only codes, severities, positions and counts and
+can be shared.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The request is read in Messages terms (`tools[].input_schema`, `tool_choice.type`,
 `stop_sequences`, the required `max_tokens`) and answered by the same fake model as Chat
 Completions, so the same question gets the same tool calls with the same arguments. The answer is
-framed the way the API frames it (FIELD-NOTES.md):
+framed the way the API frames it (Anthropic's streaming documentation):
 
 - every event has its `event:` line; `message_start` carries the message envelope with the input
   usage, a `ping` follows the first `content_block_start`;

@@ -1,6 +1,6 @@
 """The gateway defects the fake gateway can inject, and what calltap must say about each.
 
-Each defect reproduces a shape from a public bug report (FIELD-NOTES.md). Stream defects are
+Each defect reproduces a shape from a public bug report (named in DEFECTS). Stream defects are
 transforms over parsed Chat Completions payloads: the gateway parses the provider's SSE events,
 hands each payload (a decoded JSON object, or the raw data text such as "[DONE]") to the transform
 and serializes what comes back. Transforms are deterministic: the same stream in gives the same

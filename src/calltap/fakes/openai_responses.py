@@ -3,7 +3,7 @@
 The request is read in Responses terms (`input`, `tools[]` with a top-level `name` and
 `parameters`, `tool_choice`, `max_output_tokens`) and answered by the same fake model as Chat
 Completions, so the same question gets the same tool calls with the same arguments. The answer is
-framed the way the API frames it (FIELD-NOTES.md), each event with its `event:` line and a
+framed the way the API documents it, each event with its `event:` line and a
 `sequence_number`:
 
 - `response.created` and `response.in_progress` with the response envelope (`output: []`);

@@ -1,6 +1,6 @@
 """A fake LLM provider: deterministic answers in three API dialects, streamed or whole.
 
-It answers `POST /v1/chat/completions` the way OpenAI does (see FIELD-NOTES.md): chunk
+It answers `POST /v1/chat/completions` the way OpenAI does (see its API reference): chunk
 envelopes with `id/object/created/model/system_fingerprint/choices`, a first tool-call delta with
 index, id, type, name and `arguments: ""`, later deltas carrying only
 `{"index": N, "function": {"arguments": "…"}}`, the fragments of parallel calls interleaved,

@@ -4,7 +4,7 @@ A client speaks OpenAI Chat Completions; the gateway calls a provider that speak
 Messages (`anthropic`), OpenAI Responses (`responses`), Ollama (`ollama`,
 `calltap.fakes.translate_ollama`) or Bedrock Converse (`converse`,
 `calltap.fakes.translate_converse`) and hands the client Chat Completions back, the way LiteLLM's
-routes do it (FIELD-NOTES.md):
+routes do it (as measured against LiteLLM 1.108.7):
 
 - the request: `calltap.fakes.translate_request`;
 - the answer (`calltap.fakes.chat_answer` builds the Chat side): new `chatcmpl-<uuid>` chunk
