@@ -42,7 +42,17 @@ MEDIA_EXTENSIONS = {
     "application/vnd.amazon.eventstream": "eventstream",
     "application/json": "json",
 }
-TRUNCATED = "capture_truncated"
+COMPLETE = "complete"
+CLIENT_ABORTED = "client_aborted"
+UPSTREAM_RESET = "upstream_reset"
+UPSTREAM_UNREACHABLE = "upstream_unreachable"
+TIMEOUT = "timeout"
+SHUTDOWN = "shutdown"
+CAPTURE_TRUNCATED = "capture_truncated"
+REQUEST_TOO_LARGE = "request_too_large"
+"""How a leg `ended`, as pair.json says it."""
+HUNG_UP = frozenset({CLIENT_ABORTED, SHUTDOWN})
+"""Endings by hang-up, which the bytes relayed before it may show to be a complete leg."""
 
 
 class PairUnreadable(ValueError):
@@ -175,7 +185,7 @@ def capture_of(body: bytes, leg: dict[str, Any] | None) -> Capture:
         content_encoding=encoding if isinstance(encoding, str) and encoding else
         _header(leg.get("response_headers"), "content-encoding"),
         status=status if isinstance(status, int) else None,
-        truncated=leg.get("ended") == TRUNCATED,
+        truncated=leg.get("ended") == CAPTURE_TRUNCATED,
         content_type=_header(leg.get("response_headers"), "content-type"),
     )
 

@@ -59,9 +59,6 @@ class BodySpec(TypedDict):
     """Body bytes that reached the other side: the recorded body may hold one chunk more."""
 
 
-HUNG_UP = frozenset({"client_aborted", "shutdown"})
-"""Endings by hang-up, which the bytes relayed before it may show to be a complete leg."""
-COMPLETE = "complete"
 
 
 class Job(TypedDict):
@@ -152,9 +149,9 @@ def _judge(job: Job, bodies: dict[str, bytes]) -> tuple[dict[str, Any] | None, d
         report = check_json(checked)
         transcripts = [checked.transcript]
     endings = {
-        spec["file"]: COMPLETE
+        spec["file"]: recordings.COMPLETE
         for spec, transcript in zip(specs, transcripts, strict=False)
-        if spec["ended"] in HUNG_UP and _marker_relayed(spec, transcript, bodies)
+        if spec["ended"] in recordings.HUNG_UP and _marker_relayed(spec, transcript, bodies)
     }
     return report, endings
 

@@ -48,15 +48,13 @@ from calltap.proxy.metrics import Metrics
 from calltap.proxy.pairing import PairingBook
 from calltap.proxy.pairs import Pairs, Recording
 from calltap.proxy.relay import (
-    COMPLETE,
-    REQUEST_TOO_LARGE,
-    SHUTDOWN,
     Headers,
     Leg,
     Upstream,
     forwardable,
     relay,
 )
+from calltap.recordings import COMPLETE, REQUEST_TOO_LARGE, SHUTDOWN
 
 REQUEST_ID = "X-Request-ID"
 FINGERPRINT_INLINE_BYTES = 256 * 1024

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from calltap.dialects import UNKNOWN
 from calltap.proxy.metrics import Metrics
-from calltap.proxy.relay import CLIENT_ABORTED, COMPLETE, SHUTDOWN, Leg
+from calltap.proxy.relay import Leg
+from calltap.recordings import CLIENT_ABORTED, COMPLETE, SHUTDOWN
 
 if TYPE_CHECKING:
     from calltap.proxy.pairs import Recording

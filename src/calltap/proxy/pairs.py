@@ -31,7 +31,8 @@ from calltap.proxy.capture import Claim, Recorder
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.outcomes import Outcomes
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
-from calltap.proxy.relay import CAPTURE_TRUNCATED, COMPLETE, Leg
+from calltap.proxy.relay import Leg
+from calltap.recordings import CAPTURE_TRUNCATED, COMPLETE
 from calltap.redact import redact_headers
 
 Kind = Literal["pair", "single", "other"]

@@ -28,6 +28,14 @@ from yarl import URL
 
 from calltap.proxy.capture import Sink
 from calltap.proxy.guard import RequestTooLarge, error_body
+from calltap.recordings import (
+    CLIENT_ABORTED,
+    COMPLETE,
+    REQUEST_TOO_LARGE,
+    TIMEOUT,
+    UPSTREAM_RESET,
+    UPSTREAM_UNREACHABLE,
+)
 
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
@@ -38,14 +46,6 @@ listener answers `100-continue` itself, so the next hop must not wait to do it a
 AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 """Headers aiohttp's client would invent; skipped unless the caller sent them."""
 
-COMPLETE = "complete"
-CLIENT_ABORTED = "client_aborted"
-UPSTREAM_RESET = "upstream_reset"
-UPSTREAM_UNREACHABLE = "upstream_unreachable"
-TIMEOUT = "timeout"
-SHUTDOWN = "shutdown"
-CAPTURE_TRUNCATED = "capture_truncated"
-REQUEST_TOO_LARGE = "request_too_large"
 
 MAX_HEADER_LINE = 64 * 1024
 """Response header lines up to 64 KiB pass (aiohttp's default is 8 KiB)."""
