@@ -38,7 +38,7 @@ from tests.proxy.test_endings import read_until_error, wait_for
 from tests.proxy.test_failopen import forkserver_workers
 from tests.reliability.harness import MIB, parse_metrics
 
-import calltap.proxy.app
+import calltap.proxy.recording
 from calltap.config import Config
 from calltap.proxy.app import Calltap
 from calltap.proxy.capture import Opener
@@ -213,7 +213,7 @@ async def test_gateway_never_calling_the_back_leg_leaves_an_orphan(tmp_path: Pat
     assert pair["orphaned"] is True and "upstream" not in pair["legs"]
     assert pair["check"]["verdict"] == "clean"
     assert (orphaned["request_id"], orphaned["side"]) == (key, "downstream")
-    assert metrics['calltap_orphaned_legs_total{side="downstream"}'] == 1
+    assert metrics['calltap_orphaned_legs_total{leg="downstream"}'] == 1
     tally.fault("gateway never calling the back leg")
 
 
@@ -348,7 +348,7 @@ async def test_disk_full_and_write_errors_are_survived_and_recording_resumes(
 async def test_quota_pauses_recording_and_resumes_once_space_is_freed(
     tmp_path: Path, tally, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(calltap.proxy.app, "QUOTA_RESCAN_INTERVAL", 0.0)
+    monkeypatch.setattr(calltap.proxy.recording, "QUOTA_RESCAN_INTERVAL", 0.0)
     async with scripted(tmp_path, disk_quota_bytes=4096) as run:
         first, body = await run.post()
         await run.tap.wait_compared(first)
@@ -436,7 +436,7 @@ async def test_a_hung_comparison_worker_cannot_keep_shutdown_waiting(tmp_path: P
     async with scripted(tmp_path) as run:
         try:
             key, body = await stopped_worker_with_a_job(run)
-            await run.tap.pairs.drain(timeout=0.5)
+            await run.tap.comparisons.drain(timeout=0.5)
             pair = await run.tap.wait_compared(key, timeout=1)
             failed = run.log.lines("capture.failed")
         finally:

@@ -1,13 +1,18 @@
-"""The admin listener: `GET /healthz` (listener and recorder status) and `GET /metrics`."""
+"""The admin addon: its own listener, serving `GET /healthz` (listener and recorder status) and
+`GET /metrics` (Prometheus text). Other addons add routes to `app` before calltap starts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
 
+from calltap.proxy.hooks import Addon
 from calltap.proxy.metrics import CONTENT_TYPE, Metrics
+
+Serve = Callable[[str, tuple[str, int], web.BaseRunner], Any]
 
 
 def admin_app(health: Callable[[], dict[str, Any]], metrics: Metrics) -> web.Application:
@@ -21,3 +26,25 @@ def admin_app(health: Callable[[], dict[str, Any]], metrics: Metrics) -> web.App
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_page)
     return app
+
+
+class Admin(Addon):
+    """Listens on `address` while calltap runs; `serve` is the core's way to start a listener
+    (its connection limits and log routing), so the admin listener is held to the same."""
+
+    def __init__(self, address: tuple[str, int], health: Callable[[], dict[str, Any]],
+                 metrics: Metrics, serve: Serve, runner_options: dict[str, Any]) -> None:
+        self.address = address
+        self.app = admin_app(health, metrics)
+        self._serve = serve
+        self._options = runner_options
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        runner = web.AppRunner(self.app, handle_signals=False, handler_cancellation=True,
+                               shutdown_timeout=1.0, **self._options)
+        try:
+            await self._serve("admin", self.address, runner)
+            yield
+        finally:
+            await runner.cleanup()

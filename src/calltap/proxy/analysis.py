@@ -24,18 +24,20 @@ import os
 import signal
 import socket
 import time
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
 from calltap import recordings
-from calltap.compare import check_capture, compare, compare_captures
-from calltap.dialects import transcribe
+from calltap.codes import Code
+from calltap.compare import Comparison, check_capture, compare, compare_captures
+from calltap.dialects import UNKNOWN, transcribe
 from calltap.proxy.capture import write_fully
 from calltap.redact import BodyMasker
 from calltap.report import check_json, comparison_json
-from calltap.transcript import Capture, Transcript
+from calltap.transcript import Capture, Finding, Position, Transcript
 
 READ_PIECE = 1 << 20
 
@@ -57,8 +59,6 @@ class BodySpec(TypedDict):
     """How the relay saw the leg end (`client_aborted`, …)."""
     bytes_relayed: int
     """Body bytes that reached the other side: the recorded body may hold one chunk more."""
-
-
 
 
 class Job(TypedDict):
@@ -84,9 +84,44 @@ class WriteError(TypedDict):
     strerror: str | None
 
 
+@dataclass(slots=True)
+class Judgement:
+    """The verdict and the findings, typed, as the log and the metrics need them: crossing the
+    worker boundary, they are encoded by orjson and rebuilt with `decode`."""
+
+    verdict: str
+    findings: list[Finding]
+    """The comparison's (or the check's) findings."""
+    sides: dict[str, list[Finding]] = field(default_factory=dict)
+    """Each side's own findings (a comparison's)."""
+    readable: bool = True
+    """Both sides were read in a known dialect (a comparison's)."""
+
+    @classmethod
+    def of_comparison(cls, comparison: Comparison) -> Judgement:
+        sides = {"upstream": comparison.upstream, "downstream": comparison.downstream}
+        return cls(comparison.verdict, comparison.findings,
+                   {side: transcript.findings for side, transcript in sides.items()},
+                   all(transcript.dialect != UNKNOWN for transcript in sides.values()))
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> Judgement:
+        return cls(data["verdict"], [_finding(item) for item in data["findings"]],
+                   {side: [_finding(item) for item in items]
+                    for side, items in data["sides"].items()},
+                   data["readable"])
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    position = data["position"]
+    return Finding(Code(data["code"]), data["side"], data["choice"], data["count"],
+                   Position(**position) if position is not None else None, data["detail"])
+
+
 class Result(TypedDict):
     files: dict[str, FileFacts]
     report: dict[str, Any] | None
+    judgement: Judgement | None
     endings: dict[str, str]
     """Legs (by body file) judged complete from what was relayed, though the socket was hung up."""
     pair_json_bytes: int
@@ -94,13 +129,29 @@ class Result(TypedDict):
 
 
 def analyze(job: Job) -> Result:
-    """Measure (and mask) every file of a finished capture, compare or check its bodies, then
-    complete and write its pair.json."""
-    directory = job["directory"]
-    masker = BodyMasker(job["mask_patterns"])
+    """A finished capture's files measured (and masked), its bodies compared or checked, its
+    pair.json completed and written: each step below is one of these."""
+    bodies, files = _measure(job["directory"], job["files"], BodyMasker(job["mask_patterns"]))
+    report, judgement, endings = _judge(job, bodies)
+    document = complete(job["document"], files, job["mode"], report, endings)
+    payload = recordings.encode_pair(document)
+    result: Result = {"files": files, "report": report, "judgement": judgement,
+                      "endings": endings, "pair_json_bytes": len(payload),
+                      "pair_json_error": None}
+    try:
+        _write_atomically(os.path.join(job["directory"], recordings.PAIR_JSON), payload)
+    except OSError as exc:
+        result["pair_json_bytes"] = 0
+        result["pair_json_error"] = {"errno": exc.errno, "strerror": exc.strerror}
+    return result
+
+
+def _measure(directory: str, names: list[str],
+             masker: BodyMasker) -> tuple[dict[str, bytes], dict[str, FileFacts]]:
+    """Each file's bytes (masked in place when patterns match), size and sha256."""
     bodies: dict[str, bytes] = {}
     files: dict[str, FileFacts] = {}
-    for name in job["files"]:
+    for name in names:
         path = os.path.join(directory, name)
         body = _read(path)
         if masker:
@@ -115,24 +166,18 @@ def analyze(job: Job) -> Result:
             body = bodies[twin]
             files[name] = files[twin].copy()
         bodies[name] = body
-    report, endings = _judge(job, bodies)
-    document = complete(job["document"], files, job["mode"], report, endings)
-    payload = recordings.encode_pair(document)
-    try:
-        _write_atomically(os.path.join(directory, recordings.PAIR_JSON), payload)
-    except OSError as exc:
-        return {"files": files, "report": report, "endings": endings, "pair_json_bytes": 0,
-                "pair_json_error": {"errno": exc.errno, "strerror": exc.strerror}}
-    return {"files": files, "report": report, "endings": endings,
-            "pair_json_bytes": len(payload), "pair_json_error": None}
+    return bodies, files
 
 
-def _judge(job: Job, bodies: dict[str, bytes]) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """The comparison (or check) report, and the hung-up legs whose relayed bytes were whole."""
+def _judge(job: Job, bodies: dict[str, bytes]
+           ) -> tuple[dict[str, Any] | None, Judgement | None, dict[str, str]]:
+    """The comparison (or check) report and its typed findings, and the hung-up legs whose
+    relayed bytes were whole."""
     upstream, downstream = job["upstream"], job["downstream"]
     specs = [spec for spec in (upstream, downstream) if spec is not None]
     transcripts: list[Transcript] = []
     report: dict[str, Any] | None = None
+    judgement: Judgement | None = None
     if job["mode"] == "compare" and upstream is not None and downstream is not None:
         up, down = _capture(upstream, bodies), _capture(downstream, bodies)
         if up == down:
@@ -142,18 +187,20 @@ def _judge(job: Job, bodies: dict[str, bytes]) -> tuple[dict[str, Any] | None, d
             request = bodies.get(downstream["request_file"] or "")
             comparison = compare_captures(up, down, downstream_request=request)
         report = comparison_json(comparison)
+        judgement = Judgement.of_comparison(comparison)
         transcripts = [comparison.upstream, comparison.downstream]
     elif job["mode"] == "check" and specs:
         specs = specs[:1]
         checked = check_capture(_capture(specs[0], bodies))
         report = check_json(checked)
+        judgement = Judgement(checked.verdict, checked.findings)
         transcripts = [checked.transcript]
     endings = {
         spec["file"]: recordings.COMPLETE
         for spec, transcript in zip(specs, transcripts, strict=False)
         if spec["ended"] in recordings.HUNG_UP and _marker_relayed(spec, transcript, bodies)
     }
-    return report, endings
+    return report, judgement, endings
 
 
 def _marker_relayed(spec: BodySpec, transcript: Transcript, bodies: dict[str, bytes]) -> bool:
@@ -398,7 +445,10 @@ class Workers:
             self._idle.put_nowait(worker)
         if "error" in answer:
             raise WorkerFailed(answer["error"])
-        return answer["result"]
+        result: Result = answer["result"]
+        if result["judgement"] is not None:
+            result["judgement"] = Judgement.decode(result["judgement"])  # type: ignore[arg-type]
+        return result
 
     def _replace(self, worker: _Worker) -> _Worker:
         """A fresh worker instead of one that died or whose answer nobody will read."""

@@ -14,11 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+
+from calltap.config import Config
+from calltap.recordings import REQUEST_TOO_LARGE
 
 MAX_HEADER_COUNT = 128
 """Request headers past this count get 431 (aiohttp's parser stops there)."""
@@ -149,3 +153,50 @@ async def read_prefix(request: web.BaseRequest, limit: int,
         if max_body and size > max_body:
             raise RequestTooLarge(too_large(max_body))
     return b"".join(chunks), False
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why calltap answers a request itself instead of relaying it."""
+
+    status: int
+    code: str
+    message: str
+
+
+async def admit(request: web.BaseRequest, config: Config) -> tuple[bytes, bool] | Refusal:
+    """The body's first `max_fingerprint_body` bytes and whether that is all of it, once the
+    request is within the limits; else why it is refused (nothing was forwarded). aiohttp's
+    parser already refused most oversized heads; its per-field count is looser than
+    `max_header_line` (a name and its value together), which is checked here.
+
+    A transfer coding other than chunked (`gzip, chunked`) is refused with 501: aiohttp only
+    removes the chunking, and Transfer-Encoding is hop-by-hop, so the gateway would get gzip
+    bytes it has no way to recognize."""
+    longest = max((len(name) + len(value) for name, value in request.raw_headers), default=0)
+    if longest > config.max_header_line:
+        return Refusal(431, "request_header_fields_too_large",
+                       f"a request header's name and value take {longest} bytes,"
+                       f" more than {config.max_header_line}")
+    head = head_size(request)
+    if head > config.max_header_bytes:
+        return Refusal(431, "request_header_fields_too_large",
+                       f"the request line and headers take {head} bytes, more than"
+                       f" {config.max_header_bytes}")
+    codings = [token.strip().lower() for value in request.headers.getall(
+        "Transfer-Encoding", ()) for token in value.split(",")]
+    if codings and codings != ["chunked"]:
+        return Refusal(501, "unsupported_transfer_encoding",
+                       "only Transfer-Encoding: chunked is relayed")
+    limit = config.max_request_body
+    declared = request.content_length
+    if limit and declared is not None and declared > limit:
+        return Refusal(413, REQUEST_TOO_LARGE, too_large(limit))
+    if (request.version == HttpVersion11
+            and request.headers.get("Expect", "").lower() == "100-continue"):
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+    try:
+        return await read_prefix(request, config.max_fingerprint_body, limit)
+    except RequestTooLarge as exc:
+        return Refusal(413, REQUEST_TOO_LARGE, str(exc))

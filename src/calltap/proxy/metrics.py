@@ -1,4 +1,6 @@
-"""Prometheus metrics of one proxy instance, in its own registry so instances never collide."""
+"""The metrics addon: Prometheus counters of one proxy instance, in its own registry so instances
+never collide. Every metric that tells the two legs apart labels them `leg` (`downstream`,
+`upstream`)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,21 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from calltap.proxy.hooks import (
+    Addon,
+    CaptureFailed,
+    LegEnded,
+    LegStarted,
+    PairCompared,
+    PairsEvicted,
+    RecordingPaused,
+    Refused,
+)
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-class Metrics:
+class Metrics(Addon):
     """Counters are bumped once per leg or pair, never per relayed chunk."""
 
     def __init__(self, pending_pairs: Callable[[], float]) -> None:
@@ -35,7 +48,7 @@ class Metrics:
             registry=self.registry)
         self.orphans = Counter(
             "calltap_orphaned_legs", "Legs that found no partner within the pairing window",
-            ["side"], registry=self.registry)
+            ["leg"], registry=self.registry)
         self.evicted = Counter(
             "calltap_evicted_pairs", "Front legs dropped unpaired to keep max_pending_pairs",
             registry=self.registry)
@@ -46,9 +59,41 @@ class Metrics:
             "calltap_pending_pairs", "Front legs waiting for their upstream leg",
             registry=self.registry)
         self.pending.set_function(pending_pairs)
-        self.recording_paused = Gauge(
+        self.paused_gauge = Gauge(
             "calltap_recording_paused", "1 while the disk quota stops recording",
             registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def leg_started(self, event: LegStarted) -> None:
+        self.in_flight.labels(event.leg.side).inc()
+
+    def leg_ended(self, event: LegEnded) -> None:
+        leg = event.leg
+        self.in_flight.labels(leg.side).dec()
+        self.requests.labels(leg.side, str(leg.status or 0)).inc()
+        self.bytes_relayed.labels(leg.side).inc(leg.bytes)
+
+    def refused(self, event: Refused) -> None:
+        self.requests.labels(event.leg, str(event.status)).inc()
+
+    def pair_compared(self, event: PairCompared) -> None:
+        if event.verdict is not None:
+            self.pairs.labels(event.verdict).inc()
+        recording = event.recording
+        if recording.orphan:
+            leg = "downstream" if recording.downstream is not None else "upstream"
+            self.orphans.labels(leg).inc()
+        for alarm in event.alarms:
+            counter = self.divergences if alarm.event == "divergence" else self.leg_defects
+            counter.labels(str(alarm.finding.code)).inc()
+
+    def capture_failed(self, _event: CaptureFailed) -> None:
+        self.capture_failures.inc()
+
+    def recording_paused(self, event: RecordingPaused) -> None:
+        self.paused_gauge.set(1 if event.paused else 0)
+
+    def pairs_evicted(self, event: PairsEvicted) -> None:
+        self.evicted.inc(len(event.keys))

@@ -1,115 +1,137 @@
-"""What calltap logs when a recording is finalized, and what it counts: one line per pair
-(`pair.compared`, `leg.checked` or `pair.orphaned`), `leg.aborted` per leg that did not end
-complete (judged from what it relayed), and the alarms people tail: a `divergence` per breaking
-finding of a comparison, a `leg.defect` per fatal finding of a leg with no partner to compare.
+"""The divergence log addon: what calltap says about each finalized capture, one JSON line each.
+
+One line per capture (`pair.compared`, `leg.checked` or `pair.orphaned`), `leg.aborted` per leg
+that did not end complete (judged from what it relayed), and the alarms people tail: a
+`divergence` per breaking finding of a comparison, a `leg.defect` per fatal finding of a leg with
+no partner to compare it with. Which findings are alarms is decided once, by `alarms`, from each
+finding's `Severity`; the metrics addon counts the same list. Also `capture.failed`,
+`request.refused`, `recording.paused`/`resumed` and `pairs.evicted`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from calltap.dialects import UNKNOWN
-from calltap.proxy.metrics import Metrics
+from calltap.codes import Severity
+from calltap.proxy.analysis import Judgement
+from calltap.proxy.hooks import (
+    Addon,
+    Alarm,
+    CaptureFailed,
+    LegEnded,
+    PairCompared,
+    PairsEvicted,
+    Recording,
+    RecordingPaused,
+    Refused,
+)
 from calltap.proxy.relay import Leg
 from calltap.recordings import CLIENT_ABORTED, COMPLETE, SHUTDOWN
 
-if TYPE_CHECKING:
-    from calltap.proxy.pairs import Recording
-
-BREAKING = ("fatal", "negotiable")
+BREAKING = frozenset({Severity.FATAL, Severity.NEGOTIABLE})
 CUT = frozenset({CLIENT_ABORTED, SHUTDOWN})
 """How a client's stream ends when the client hung up or calltap's shutdown cut it before its
 terminal marker (a hang-up after it is judged `complete` from what was relayed): the shorter
 stream is nobody's defect, so its findings stay in pair.json (and `pair.compared` says how it
 ended) but raise no `divergence` or `leg.defect` line."""
+EVICTED_LOGGED = 20
+"""Request ids named in one `pairs.evicted` line (the count covers them all)."""
 
 
-class Outcomes:
-    """Logs and counts the outcome of each finalized recording."""
+def alarms(judgement: Judgement | None, mode: str, leg: Leg | None,
+           *, unpartnered: bool) -> list[Alarm]:
+    """The findings worth a live line. A comparison's breaking findings are divergences; when a
+    side could not be read nothing can be said across the sides, only each side's own fatal
+    findings (as leg defects). A checked leg's fatal findings are leg defects when it has no
+    partner (`unpartnered`: single-leg mode, an orphaned front leg). None for a stream the
+    client or shutdown cut."""
+    if judgement is None or leg is None or leg.ended in CUT:
+        return []
+    if mode == "compare" and judgement.readable:
+        return [Alarm("divergence", finding, finding.side)
+                for finding in judgement.findings if finding.severity in BREAKING]
+    if mode == "compare":
+        return [Alarm("leg.defect", finding, side)
+                for side in ("upstream", "downstream")
+                for finding in judgement.sides.get(side, ())
+                if finding.severity is Severity.FATAL]
+    if mode == "check" and unpartnered:
+        return [Alarm("leg.defect", finding, leg.side)
+                for finding in judgement.findings if finding.severity is Severity.FATAL]
+    return []
 
-    def __init__(self, logger: Any, metrics: Metrics, *, single_leg: bool) -> None:
+
+class DivergenceLog(Addon):
+    """Writes the lines above to calltap's structlog logger."""
+
+    def __init__(self, logger: Any) -> None:
         self.log = logger
-        self.metrics = metrics
-        self.single_leg = single_leg
 
-
-    def outcome(self, recording: Recording, chosen: Leg | None, mode: str,
-                report: dict[str, Any] | None, facts: dict[str, Any]) -> None:
-        """The lines that close a recording: how it was compared (or checked, or orphaned),
-        each leg that did not end complete, and each alarm."""
+    def pair_compared(self, event: PairCompared) -> None:
+        recording = event.recording
         capture = str(recording.directory)
-        findings = report["findings"] if report is not None else []
-        verdict = report["verdict"] if report is not None else None
-        codes = list(dict.fromkeys(finding["code"] for finding in findings))
-        if verdict is not None:
-            self.metrics.pairs.labels(verdict).inc()
         self.aborted(recording)
-        leg = recording.downstream or chosen
+        leg = recording.downstream or event.chosen
+        common = {"request_id": recording.key, "verdict": event.verdict, "codes": event.codes,
+                  "capture": capture}
         if recording.orphan:
             side = "downstream" if recording.downstream is not None else "upstream"
-            self.metrics.orphans.labels(side).inc()
-            self.log.warning("pair.orphaned", request_id=recording.key, side=side,
-                             verdict=verdict, codes=codes, capture=capture)
-        elif mode == "compare":
-            assert leg is not None
+            self.log.warning("pair.orphaned", side=side, **common)
+        elif event.mode == "compare" and leg is not None:
             self.log.info(
-                "pair.compared", request_id=recording.key, verdict=verdict, codes=codes,
-                pairing=recording.pairing, attempts=len(recording.attempts),
-                bytes_upstream=_size(chosen, facts),
-                bytes_downstream=_size(recording.downstream, facts),
-                downstream_ended=leg.ended, capture=capture)
-        elif mode == "check":
-            assert leg is not None
-            self.log.info("leg.checked", request_id=recording.key, side=leg.side,
-                          verdict=verdict, codes=codes, bytes=_size(leg, facts),
-                          ended=leg.ended, capture=capture)
-        if report is None or leg is None or leg.ended in CUT:
-            return
-        if mode == "compare":
-            self._comparison(recording.key, report, capture)
-        elif mode == "check" and (self.single_leg or recording.downstream is not None):
-            self._defects(recording.key, report["findings"], leg.side, capture)
+                "pair.compared", pairing=recording.pairing, attempts=len(recording.attempts),
+                bytes_upstream=_size(event.chosen, event.sizes),
+                bytes_downstream=_size(recording.downstream, event.sizes),
+                downstream_ended=leg.ended, **common)
+        elif event.mode == "check" and leg is not None:
+            self.log.info("leg.checked", side=leg.side, bytes=_size(leg, event.sizes),
+                          ended=leg.ended, **common)
+        for alarm in event.alarms:
+            finding = alarm.finding
+            self.log.warning(alarm.event, request_id=recording.key, code=str(finding.code),
+                             severity=str(alarm.severity), side=alarm.side,
+                             choice=finding.choice, count=finding.count, capture=capture)
 
-    def _comparison(self, key: str, report: dict[str, Any], capture: str) -> None:
-        """A `divergence` line per breaking finding; when a side could not be read, nothing
-        can be said across the sides, only each side's own defects."""
-        sides = ("upstream", "downstream")
-        if any(report[side]["dialect"] == UNKNOWN for side in sides):
-            for side in sides:
-                self._defects(key, report[side]["findings"], side, capture)
-            return
-        for finding in report["findings"]:
-            if finding["severity"] in BREAKING:
-                self.metrics.divergences.labels(finding["code"]).inc()
-                self.log.warning(
-                    "divergence", request_id=key, code=finding["code"],
-                    severity=finding["severity"], side=finding.get("side"),
-                    choice=finding.get("choice"), count=finding.get("count"), capture=capture)
-
-    def _defects(self, key: str, findings: list[dict[str, Any]], side: str,
-                     capture: str) -> None:
-        """A `leg.defect` line per fatal finding of a leg with no partner to be compared with
-        (an orphaned front leg, single-leg mode, a partner that could not be read)."""
-        for finding in findings:
-            if finding["severity"] == "fatal":
-                self.metrics.leg_defects.labels(finding["code"]).inc()
-                self.log.warning(
-                    "leg.defect", request_id=key, code=finding["code"],
-                    severity=finding["severity"], side=side, choice=finding.get("choice"),
-                    count=finding.get("count"), capture=capture)
+    def leg_ended(self, event: LegEnded) -> None:
+        """A leg nobody records is judged by its socket alone, at once."""
+        leg = event.leg
+        if leg.recording is None and leg.ended != COMPLETE:
+            self._aborted(leg.key, leg)
 
     def aborted(self, recording: Recording) -> None:
         """`leg.aborted` for each leg of the recording that did not end complete, as judged
         from what it relayed (so only once the capture was read)."""
-        for leg in (recording.downstream, *recording.attempts):
-            if leg is not None and leg.ended != COMPLETE:
-                self.log.warning("leg.aborted", request_id=recording.key, side=leg.side,
-                                 ended=leg.ended, status=leg.status, bytes=leg.bytes,
-                                 error=leg.error)
+        for leg in recording.legs:
+            if leg.ended != COMPLETE:
+                self._aborted(recording.key, leg)
+
+    def _aborted(self, key: str, leg: Leg) -> None:
+        self.log.warning("leg.aborted", request_id=key, side=leg.side, ended=leg.ended,
+                         status=leg.status, bytes=leg.bytes, error=leg.error)
+
+    def capture_failed(self, event: CaptureFailed) -> None:
+        exc = event.error
+        self.log.error("capture.failed", stage=event.stage, error=type(exc).__name__,
+                       errno=getattr(exc, "errno", None), path=str(event.path))
+
+    def refused(self, event: Refused) -> None:
+        self.log.warning("request.refused", side=event.leg, status=event.status,
+                         code=event.code, error=event.error)
+
+    def recording_paused(self, event: RecordingPaused) -> None:
+        if event.paused:
+            self.log.warning("recording.paused", used_bytes=event.used_bytes,
+                             quota_bytes=event.quota_bytes)
+        else:
+            self.log.info("recording.resumed", used_bytes=event.used_bytes,
+                          quota_bytes=event.quota_bytes)
+
+    def pairs_evicted(self, event: PairsEvicted) -> None:
+        self.log.warning("pairs.evicted", count=len(event.keys), max_pending=event.max_pending,
+                         request_ids=event.keys[:EVICTED_LOGGED])
 
 
-
-def _size(leg: Leg | None, facts: dict[str, Any]) -> int | None:
-    if leg is None or leg.file is None or leg.file not in facts:
+def _size(leg: Leg | None, sizes: dict[str, int]) -> int | None:
+    if leg is None or leg.file is None:
         return None
-    return facts[leg.file]["bytes"]
+    return sizes.get(leg.file)

@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -36,6 +37,9 @@ from calltap.recordings import (
     UPSTREAM_RESET,
     UPSTREAM_UNREACHABLE,
 )
+
+if TYPE_CHECKING:
+    from calltap.proxy.hooks import Recording
 
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
@@ -80,6 +84,20 @@ class Leg:
     request_file: str | None = None
     cancel_reason: str | None = None
     """Set before the proxy cancels the leg itself (shutdown), so the leg says why it ended."""
+    key: str = ""
+    """The request id the leg is relayed and recorded under (its capture's key)."""
+    minted: bool = False
+    """`key` was minted by calltap (unique: its directory needs no check before relaying)."""
+    compared: bool = False
+    """The request path is one calltap compares (a chat-like endpoint)."""
+    body_prefix: bytes = b""
+    """The request body's first bytes, read before relaying (all of it when `body_whole`)."""
+    body_whole: bool = True
+    trace_id: str | None = None
+    fingerprint: str | None = None
+    """What the request asks, for pairing by content (a compared front leg's)."""
+    recording: Recording | None = None
+    """The capture the leg is recorded into, if any."""
 
 
 def forwardable(headers: Iterable[tuple[str, str]]) -> Headers:

@@ -1,0 +1,213 @@
+"""The relay core's hooks: typed events, once per leg or per pair, and the addons that take them.
+
+The core (`proxy/app.py`) relays bytes and says what happened; everything else calltap does
+with a leg — recording it, pairing it, comparing it, logging, counting, serving the admin API —
+is an addon: a class with a method named after each event it wants (`leg_ended(self, event)`)
+and, optionally, a `running()` async context manager entered when calltap starts and left when
+it stops, in reverse order, through one `AsyncExitStack`. A new feature is a new addon file.
+
+Nothing here runs per chunk. The events a leg raises, in order: `LegArrived` (the request is
+admitted; the pairing addon finds the front leg of a back attempt), `LegStarted` (the recording
+addon reserves its capture), `ResponseStarted` (status and headers known: the body's sink is
+opened), `LegEnded`. Per capture: `CaptureClosed` (every leg ended: compare it), then
+`PairCompared`. Handlers of the async events are awaited in addon order; a handler that raises
+is reported as `CaptureFailed` and the traffic goes on (recording is fail-open).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from calltap.codes import Severity
+from calltap.proxy.capture import Claim
+from calltap.proxy.relay import Leg
+from calltap.transcript import Finding
+
+Kind = Literal["pair", "single", "other"]
+"""A `pair`: a compared front leg and its upstream attempts. A `single`: one leg checked on its
+own (single-leg mode, an orphaned back attempt, a front leg whose body was refused). An `other`
+request is recorded and never compared."""
+Mode = Literal["compare", "check", "record"]
+
+
+@dataclass(eq=False, slots=True)
+class Recording:
+    """One capture directory and the legs recorded into it."""
+
+    key: str
+    claim: Claim
+    kind: Kind
+    orphan: bool = False
+    downstream: Leg | None = None
+    attempts: list[Leg] = field(default_factory=list)
+    pairing: str | None = None
+
+    @property
+    def directory(self) -> Path:
+        return self.claim.path
+
+    @property
+    def legs(self) -> list[Leg]:
+        return [leg for leg in (self.downstream, *self.attempts) if leg is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """A finding worth a live log line: `divergence` (across the legs) or `leg.defect` (one
+    leg's own fatal finding, with no partner to compare it with)."""
+
+    event: Literal["divergence", "leg.defect"]
+    finding: Finding
+    side: str | None
+
+    @property
+    def severity(self) -> Severity:
+        return self.finding.severity
+
+
+class Event:
+    hook: ClassVar[str]
+
+
+@dataclass(slots=True)
+class LegArrived(Event):
+    hook: ClassVar[str] = "leg_arrived"
+    leg: Leg
+
+
+@dataclass(slots=True)
+class LegStarted(Event):
+    hook: ClassVar[str] = "leg_started"
+    leg: Leg
+
+
+@dataclass(slots=True)
+class ResponseStarted(Event):
+    hook: ClassVar[str] = "response_started"
+    leg: Leg
+
+
+@dataclass(slots=True)
+class LegEnded(Event):
+    hook: ClassVar[str] = "leg_ended"
+    leg: Leg
+
+
+@dataclass(slots=True)
+class CaptureClosed(Event):
+    hook: ClassVar[str] = "capture_closed"
+    recording: Recording
+
+
+@dataclass(slots=True)
+class PairCompared(Event):
+    """A recording was finalized: pair.json written (or not: `path` None) and judged."""
+
+    hook: ClassVar[str] = "pair_compared"
+    recording: Recording
+    document: dict[str, Any]
+    mode: Mode
+    path: Path | None
+    verdict: str | None = None
+    codes: list[str] = field(default_factory=list)
+    alarms: list[Alarm] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)
+    """Recorded body bytes by file name."""
+    chosen: Leg | None = None
+    """The compared upstream attempt."""
+
+
+@dataclass(slots=True)
+class Refused(Event):
+    hook: ClassVar[str] = "refused"
+    leg: str
+    status: int
+    code: str
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class CaptureFailed(Event):
+    hook: ClassVar[str] = "capture_failed"
+    stage: str
+    error: BaseException
+    path: Path
+
+
+@dataclass(slots=True)
+class RecordingPaused(Event):
+    """The disk quota stopped recording (`paused`), or a rescan found room again."""
+
+    hook: ClassVar[str] = "recording_paused"
+    paused: bool
+    used_bytes: int
+    quota_bytes: int
+
+
+@dataclass(slots=True)
+class PairsEvicted(Event):
+    """Front legs dropped unpaired to keep `max_pending_pairs`."""
+
+    hook: ClassVar[str] = "pairs_evicted"
+    keys: list[str]
+    max_pending: int
+
+
+class Addon:
+    """Base for addons: override the hooks you need (a method per `Event.hook`), `running()`
+    to hold a resource while calltap runs, `health()` to add to `/healthz`."""
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        yield
+
+    def health(self) -> dict[str, Any]:
+        return {}
+
+
+Handler = Callable[[Any], Any]
+
+
+class Hooks:
+    """Calls each addon's method for an event, in addon order. The lists are built once, so an
+    event nobody handles costs a dictionary lookup."""
+
+    def __init__(self, addons: list[Addon], root: Path) -> None:
+        self.addons = addons
+        self.root = root
+        """Named by a failure no capture directory is known for."""
+        self._handlers: dict[str, list[Handler]] = {}
+
+    def handlers(self, hook: str) -> list[Handler]:
+        found = self._handlers.get(hook)
+        if found is None:
+            found = [getattr(addon, hook) for addon in self.addons if hasattr(addon, hook)]
+            self._handlers[hook] = found
+        return found
+
+    def emit(self, event: Event) -> None:
+        """Run the handlers of a synchronous event; one that raises does not stop the rest."""
+        for handler in self.handlers(event.hook):
+            try:
+                handler(event)
+            except Exception as exc:
+                self._failed(event, exc)
+
+    async def emit_async(self, event: Event) -> None:
+        """Await the handlers of an event that may wait (a capture directory being made)."""
+        for handler in self.handlers(event.hook):
+            try:
+                result = handler(event)
+                if isinstance(result, Awaitable):
+                    await result
+            except Exception as exc:
+                self._failed(event, exc)
+
+    def _failed(self, event: Event, exc: Exception) -> None:
+        if isinstance(event, CaptureFailed):
+            return
+        self.emit(CaptureFailed(event.hook, exc, self.root))

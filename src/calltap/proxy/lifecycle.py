@@ -1,0 +1,136 @@
+"""When a recording is finalized: the pair lifecycle as a pure state machine.
+
+No I/O, no clock, no asyncio: the pairing addon (`proxy/pairs.py`) tells it what happened to a
+capture's legs and executes the actions it answers with, so every interleaving of legs starting,
+ending, expiring and shutting down can be tested without a socket.
+
+A capture is finalized (`Finalize`) exactly once, when nothing more can arrive for it:
+- a `pair` once its front (downstream) leg has ended and no upstream attempt is in flight, and
+  either an attempt has ended or the pairing book gave up waiting for one (then it is an orphan);
+- a `single` or `other` recording as soon as its one leg has ended;
+- on shutdown, every capture as it stands (a pair without any attempt as an orphan); a capture
+  none of whose legs ended is dropped (`Discard`): nothing of it was recorded whole.
+An attempt is accepted only by an open pair that is not being finalized: a late retry of a
+finalized pair becomes a capture of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Kind = Literal["pair", "single", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finalize:
+    key: str
+    orphan: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    key: str
+
+
+Action = Finalize | Discard
+
+
+@dataclass(slots=True)
+class _State:
+    kind: Kind
+    orphan: bool
+    front_done: bool = False
+    in_flight: int = 0
+    attempts_ended: int = 0
+    legs_ended: int = 0
+    closing: bool = field(default=False)
+
+
+class Lifecycle:
+    """Every open capture's state, by key."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, _State] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._states
+
+    def open(self, key: str, kind: Kind, *, orphan: bool = False) -> None:
+        """A capture starts with its first leg (a front leg, or a back attempt of its own)."""
+        self._states[key] = _State(kind, orphan)
+
+    def attempt_matched(self, key: str) -> bool:
+        """Whether the open pair `key` takes one more upstream attempt (then in flight)."""
+        state = self._states.get(key)
+        if state is None or state.closing or state.kind != "pair":
+            return False
+        state.in_flight += 1
+        return True
+
+    def front_ended(self, key: str) -> list[Action]:
+        state = self._states.get(key)
+        if state is None:
+            return []
+        state.front_done = True
+        state.legs_ended += 1
+        return self._maybe_finalize(key, state)
+
+    def attempt_ended(self, key: str) -> list[Action]:
+        state = self._states.get(key)
+        if state is None:
+            return []
+        state.in_flight -= 1
+        state.attempts_ended += 1
+        state.legs_ended += 1
+        return self._maybe_finalize(key, state)
+
+    def single_ended(self, key: str) -> list[Action]:
+        """The one leg of a capture checked alone ended."""
+        state = self._states.get(key)
+        if state is None or state.closing:
+            return []
+        state.legs_ended += 1
+        return self._finalize(key, state)
+
+    def expired(self, key: str) -> list[Action]:
+        """The pairing book gave up on front leg `key`: no attempt came within the window."""
+        state = self._states.get(key)
+        if state is None or state.closing or state.attempts_ended or state.in_flight:
+            return []
+        state.orphan = True
+        return self._finalize(key, state) if state.front_done else []
+
+    def shutdown(self) -> list[Action]:
+        """Once no leg is in flight: finalize every capture as it stands."""
+        actions: list[Action] = []
+        for key, state in list(self._states.items()):
+            if state.closing:
+                continue
+            if state.kind == "pair" and not state.attempts_ended:
+                state.orphan = True
+            if state.legs_ended:
+                actions.extend(self._finalize(key, state))
+            else:
+                del self._states[key]
+                actions.append(Discard(key))
+        return actions
+
+    def finalized(self, key: str) -> None:
+        """The capture's finalization is over: forget it."""
+        self._states.pop(key, None)
+
+    def _maybe_finalize(self, key: str, state: _State) -> list[Action]:
+        if state.closing or not state.front_done or state.in_flight:
+            return []
+        if state.kind != "pair" or state.attempts_ended or state.orphan:
+            return self._finalize(key, state)
+        return []
+
+    @staticmethod
+    def _finalize(key: str, state: _State) -> list[Action]:
+        state.closing = True
+        return [Finalize(key, state.orphan)]

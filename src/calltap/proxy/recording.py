@@ -1,0 +1,165 @@
+"""The recording addon: a capture directory per request, its bodies written as they flow.
+
+At `LegStarted` it decides whether the leg is recorded (a compared path, or `record_other`, and
+the disk quota not reached), reserves the capture directory under the leg's request id (a
+client's id that has a capture already gets `<id>+N`, known before the request is forwarded) and
+writes the request body; at `ResponseStarted` it opens the response body's sink; at `LegEnded` it
+closes both. A back attempt the pairing addon matched is recorded into its front leg's capture.
+The quota is kept here: over it, recording pauses (the traffic goes on) until a rescan every
+`QUOTA_RESCAN_INTERVAL` seconds finds room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from calltap import recordings
+from calltap.config import Config, ConfigError
+from calltap.proxy.capture import Claim, Opener, Recorder, Sink
+from calltap.proxy.hooks import (
+    Addon,
+    CaptureFailed,
+    Hooks,
+    LegEnded,
+    LegStarted,
+    Recording,
+    RecordingPaused,
+    ResponseStarted,
+)
+from calltap.proxy.relay import Leg
+
+QUOTA_RESCAN_INTERVAL = 30.0
+
+
+class RecordingAddon(Addon):
+    """Owns the `Recorder` (the recordings tree, its disk thread and quota)."""
+
+    def __init__(self, config: Config, hooks: Hooks, logger: Any,
+                 opener: Opener | None = None) -> None:
+        self.config = config
+        self.hooks = hooks
+        self.log = logger
+        self.paired = config.front is not None and config.back is not None
+        self.recorder = Recorder(config.recordings, max_capture_bytes=config.max_capture_bytes,
+                                 quota_bytes=config.disk_quota_bytes,
+                                 on_failure=self._failed, opener=opener)
+        self._last_rescan = 0.0
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Prepare the tree (ConfigError when it is not writable) and run the disk thread; on
+        the way out, finish every queued file operation."""
+        try:
+            leftovers = await asyncio.to_thread(self.recorder.prepare)
+        except OSError as exc:
+            raise ConfigError(f"recordings: cannot write to {self.config.recordings}:"
+                              f" {exc.strerror or exc}") from None
+        self.recorder.start(asyncio.get_running_loop())
+        if leftovers:
+            self.log.warning("recording.leftovers", count=len(leftovers), files=leftovers[:50])
+        try:
+            yield
+        finally:
+            await self.recorder.stop()
+
+    def health(self) -> dict[str, Any]:
+        recorder = self.recorder
+        return {"recorder": {"recordings": str(self.config.recordings),
+                             "recording": not recorder.paused, "paused": recorder.paused,
+                             "used_bytes": recorder.used_bytes,
+                             "quota_bytes": recorder.quota_bytes}}
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    async def leg_started(self, event: LegStarted) -> None:
+        leg = event.leg
+        if leg.recording is None:
+            if not (leg.compared or self.config.record_other) or not self._allowed():
+                return
+            reserved = await self._reserve(leg.key, leg.minted, leg.started)
+            if reserved is None:
+                return
+            leg.key, claim = reserved
+            leg.recording = Recording(leg.key, claim, self._kind(leg),
+                                      orphan=leg.side == "upstream" and leg.compared
+                                      and self.paired)
+        stem = recordings.stem(leg.side, leg.attempt)  # type: ignore[arg-type]
+        leg.request_sink = self._request_sink(leg.recording.claim, recordings.request_name(stem),
+                                              leg.body_prefix, leg.body_whole)
+
+    def response_started(self, event: ResponseStarted) -> None:
+        leg = event.leg
+        if leg.recording is not None:
+            stem = recordings.stem(leg.side, leg.attempt)  # type: ignore[arg-type]
+            name = recordings.body_name(stem, recordings.body_extension(leg.content_type))
+            leg.sink = self.recorder.sink(leg.recording.claim, name)
+
+    def leg_ended(self, event: LegEnded) -> None:
+        """Close the leg's sinks: its files get their final names (or none, if not recorded)."""
+        leg = event.leg
+        for sink, attribute in ((leg.sink, "file"), (leg.request_sink, "request_file")):
+            if sink is not None:
+                name = sink.close()
+                setattr(leg, attribute, name)
+                if name is not None:
+                    self.recorder.account(sink.recorded)
+
+    async def housekeep(self) -> None:
+        """Once paused, rescan the tree now and then, and resume once there is room."""
+        now = time.monotonic()
+        if not self.recorder.paused or now - self._last_rescan < QUOTA_RESCAN_INTERVAL:
+            return
+        self._last_rescan = now
+        self.recorder.used_bytes = await asyncio.to_thread(self.recorder.measure)
+        if not self.recorder.over_quota():
+            self.recorder.paused = False
+            self._paused_event(False)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _kind(self, leg: Leg) -> Any:
+        if not leg.compared:
+            return "other"
+        return "pair" if leg.side == "downstream" and self.paired else "single"
+
+    def _allowed(self) -> bool:
+        recorder = self.recorder
+        if recorder.paused:
+            return False
+        if recorder.over_quota():
+            recorder.paused = True
+            self._last_rescan = time.monotonic()
+            self._paused_event(True)
+            return False
+        return True
+
+    def _paused_event(self, paused: bool) -> None:
+        self.hooks.emit(RecordingPaused(paused, self.recorder.used_bytes,
+                                        self.recorder.quota_bytes))
+
+    async def _reserve(self, request_id: str, minted: bool,
+                       started: float) -> tuple[str, Claim] | None:
+        """The capture key and directory. A minted id is unique, so its directory is created
+        on the disk thread while the request goes on; a client's id may need a `+N` suffix,
+        which must be known before the request is forwarded."""
+        if minted:
+            return self.recorder.claim(request_id, started)
+        return await self.recorder.reserve(request_id, started)
+
+    def _request_sink(self, claim: Claim, name: str, prefix: bytes, whole: bool) -> Sink:
+        """A body read whole is complete: written to its final name at once. A streamed one
+        is written as it arrives, to a `.partial` renamed when the leg ends."""
+        sink = self.recorder.sink(claim, name, partial=not whole)
+        if prefix:
+            sink.write(prefix)
+        if whole:
+            sink.close()
+        return sink
+
+    def _failed(self, stage: str, exc: BaseException, path: Path) -> None:
+        self.hooks.emit(CaptureFailed(stage, exc, path))
