@@ -297,7 +297,9 @@ async def make_tap(tmp_path: Path, log: LogBuffer) -> AsyncIterator[TapFactory]:
             **overrides,
         }
         opener = values.pop("opener", None)
-        tap = Calltap(Config(**values), logger=make_logger(log, "debug"), opener=opener)
+        addons = values.pop("addons", None)
+        tap = Calltap(Config(**values), logger=make_logger(log, "debug"), opener=opener,
+                      addons=addons)
         await tap.start()
         started.append(tap)
         return tap

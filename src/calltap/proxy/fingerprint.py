@@ -39,7 +39,7 @@ import orjson
 
 from calltap.dialects import request_conversation
 
-Side = Literal["assistant", "client"]
+Speaker = Literal["assistant", "client"]
 Unit = tuple[Literal["text", "tool"], str]
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
@@ -64,21 +64,21 @@ def request_fingerprint(body: bytes, path: str) -> str | None:
 
 def _last_turn(entries: list[Any]) -> list[Unit]:
     turn: list[list[Unit]] = []
-    turn_side: Side | None = None
+    turn_speaker: Speaker | None = None
     for entry in reversed(entries):
         read = _read_entry(entry)
         if read is None:
             continue
-        side, units = read
-        if turn_side is None:
-            turn_side = side
-        elif side != turn_side:
+        speaker, units = read
+        if turn_speaker is None:
+            turn_speaker = speaker
+        elif speaker != turn_speaker:
             break
         turn.append(units)
     return _merge_text([unit for units in reversed(turn) for unit in units])
 
 
-def _read_entry(entry: Any) -> tuple[Side, list[Unit]] | None:
+def _read_entry(entry: Any) -> tuple[Speaker, list[Unit]] | None:
     """The side and units of one message (Chat, Messages) or input item (Responses); None
     for entries that do not count (system, developer, unknown shapes)."""
     if not isinstance(entry, dict):

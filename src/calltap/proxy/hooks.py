@@ -17,6 +17,7 @@ is reported as `CaptureFailed` and the traffic goes on (recording is fail-open).
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +182,8 @@ class Hooks:
         self.root = root
         """Named by a failure no capture directory is known for."""
         self._handlers: dict[str, list[Handler]] = {}
+        self._queue: deque[Event] = deque()
+        self._dispatching = False
 
     def handlers(self, hook: str) -> list[Handler]:
         found = self._handlers.get(hook)
@@ -190,7 +193,21 @@ class Hooks:
         return found
 
     def emit(self, event: Event) -> None:
-        """Run the handlers of a synchronous event; one that raises does not stop the rest."""
+        """Run the handlers of a synchronous event; one that raises does not stop the rest.
+        An event raised by a handler waits until every handler has had the current one, so
+        each addon sees a leg end before the capture it closed."""
+        if self._dispatching:
+            self._queue.append(event)
+            return
+        self._dispatching = True
+        try:
+            self._dispatch(event)
+            while self._queue:
+                self._dispatch(self._queue.popleft())
+        finally:
+            self._dispatching = False
+
+    def _dispatch(self, event: Event) -> None:
         for handler in self.handlers(event.hook):
             try:
                 handler(event)

@@ -10,8 +10,9 @@ A capture is finalized (`Finalize`) exactly once, when nothing more can arrive f
 - a `single` or `other` recording as soon as its one leg has ended;
 - on shutdown, every capture as it stands (a pair without any attempt as an orphan); a capture
   none of whose legs ended is dropped (`Discard`): nothing of it was recorded whole.
-An attempt is accepted only by an open pair that is not being finalized: a late retry of a
-finalized pair becomes a capture of its own.
+An attempt is accepted only by an open pair that is neither being finalized nor given up on
+(expired): a late retry becomes a capture of its own, as the pairing book, which forgets an
+expired front leg, would have it.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Lifecycle:
     def attempt_matched(self, key: str) -> bool:
         """Whether the open pair `key` takes one more upstream attempt (then in flight)."""
         state = self._states.get(key)
-        if state is None or state.closing or state.kind != "pair":
+        if state is None or state.closing or state.orphan or state.kind != "pair":
             return False
         state.in_flight += 1
         return True
