@@ -23,6 +23,7 @@ import aiohttp
 import orjson
 
 from calltap.fakes.provider import CHAT_PATH, answer, stream_events
+from relay_passthrough import relabelled
 
 DISTINCT_BODIES = 16
 REQUEST_TIMEOUT = 120.0
@@ -35,6 +36,8 @@ class Workload:
 
     bodies: tuple[bytes, ...]
     digests: tuple[str, ...]
+    relabelled: tuple[str, ...]
+    """The sha256 of each answer as the re-labelling gateway hands it on."""
     events: int
     answer_bytes: int
 
@@ -42,7 +45,7 @@ class Workload:
 def workload(text_events: int) -> Workload:
     """Streamed text requests with usage: role chunk, `text_events` text chunks, finish chunk,
     usage chunk, `[DONE]`."""
-    bodies, digests, events, sizes = [], [], set(), []
+    bodies, digests, relabelled_digests, events, sizes = [], [], [], set(), []
     for number in range(DISTINCT_BODIES):
         request: dict[str, Any] = {
             "model": "gpt-4o-mini",
@@ -56,10 +59,12 @@ def workload(text_events: int) -> Workload:
         expected = b"".join(chunks)
         bodies.append(body)
         digests.append(hashlib.sha256(expected).hexdigest())
+        relabelled_digests.append(hashlib.sha256(relabelled(expected)).hexdigest())
         events.add(len(chunks))
         sizes.append(len(expected))
     assert len(events) == 1, events
-    return Workload(tuple(bodies), tuple(digests), events.pop(), sum(sizes) // len(sizes))
+    return Workload(tuple(bodies), tuple(digests), tuple(relabelled_digests), events.pop(),
+                    sum(sizes) // len(sizes))
 
 
 @dataclass(slots=True)
@@ -98,10 +103,12 @@ class LoadClient:
     """`concurrency` workers on one keep-alive connection pool, posting to one URL."""
 
     def __init__(self, base_url: str, concurrency: int, work: Workload, *,
-                 timestamps: bool) -> None:
+                 timestamps: bool, relabelled: bool = False) -> None:
         self.url = base_url.rstrip("/") + CHAT_PATH
         self.concurrency = concurrency
         self.work = work
+        self.digests = work.relabelled if relabelled else work.digests
+        """What each answer must hash to: through the re-labelling gateway, its bytes."""
         self.timestamps = timestamps
         self._sent = 0
         self._session: aiohttp.ClientSession | None = None
@@ -140,7 +147,7 @@ class LoadClient:
         assert self._session is not None
         number = self._sent % len(self.work.bodies)
         self._sent += 1
-        body, expected = self.work.bodies[number], self.work.digests[number]
+        body, expected = self.work.bodies[number], self.digests[number]
         try:
             status, digest, size, first, stamps = await self._fetch(body)
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -25,11 +25,42 @@ def forwardable(headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
     return CIMultiDict(end_to_end(headers))
 
 
-class PassThrough:
-    """Relays every request to `base_url` through one pooled client session."""
+RELABEL = (b'"id":"chatcmpl-', b'"id":"gatewayx-')
+"""What the re-labelling gateway rewrites in every chunk: the completion id's prefix, for one of
+the same length, as real gateways re-label the provider's ids. The bodies on the two legs then
+differ, so calltap's comparator reads and compares both instead of noticing they are the same."""
 
-    def __init__(self, base_url: str) -> None:
+
+def relabelled(body: bytes) -> bytes:
+    """`body` as the re-labelling gateway hands it on."""
+    return body.replace(*RELABEL)
+
+
+class Relabeller:
+    """Rewrites `RELABEL` in a stream cut anywhere: a chunk's last few bytes, which could start
+    an occurrence the next chunk ends, wait for that next chunk."""
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = relabelled(self._held + chunk)
+        keep = len(RELABEL[0]) - 1
+        self._held = data[-keep:]
+        return data[:-keep]
+
+    def close(self) -> bytes:
+        held, self._held = self._held, b""
+        return held
+
+
+class PassThrough:
+    """Relays every request to `base_url` through one pooled client session; with `relabel`,
+    rewrites each response's completion ids on the way (the benchmark's gateway)."""
+
+    def __init__(self, base_url: str, *, relabel: bool = False) -> None:
         self.base_url = base_url.rstrip("/")
+        self.relabel = relabel
         self.session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -74,8 +105,11 @@ class PassThrough:
                 status=upstream.status, reason=upstream.reason, headers=forwardable(raw)
             )
             await response.prepare(request)
+            relabeller = Relabeller() if self.relabel else None
             async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+                await response.write(relabeller.feed(chunk) if relabeller else chunk)
+            if relabeller is not None:
+                await response.write(relabeller.close())
             await response.write_eof()
             return response
 

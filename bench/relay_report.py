@@ -23,9 +23,11 @@ from relay_procs import Cpu
 
 HOPS = 2
 LEGS = 2
-CPU_TARGET = 1.15
+CPU_TARGET = 1.1
 RATE_TARGET = 0.9
 LATENCY_TARGET_MS = 1.0
+COMPARED_WITHIN_S = 60.0
+"""Every pair recorded during a block must be compared this soon after the block's load."""
 ROLES = ("client", "provider", "gateway", "proxy")
 
 
@@ -79,12 +81,15 @@ class Measured:
     compare_tail: float | None = None
     """Seconds calltap needed after each block's last response to compare every pair,
     added up."""
+    longest_tail: float = 0.0
+    """The longest of those tails."""
 
     def absorb(self, outcome: Outcome, usage: Usage, tail: float | None) -> None:
         self.outcome.absorb(outcome)
         self.usage.absorb(usage)
         if tail is not None:
             self.compare_tail = (self.compare_tail or 0.0) + tail
+            self.longest_tail = max(self.longest_tail, tail)
 
 
 @dataclass(slots=True)
@@ -236,7 +241,7 @@ class Report:
         self.console.print(f"machine busy during the paced loads: {busy}")
 
     def targets(self) -> None:
-        out = table("Targets (issue 3)", "target", "measured", "ratio", "limit", "")
+        out = table("Targets", "target", "measured", "ratio", "limit", "")
         bare, tap = self.results.paced["pass-through"], self.results.paced["calltap"]
         bare_cost = self.cost(bare, "own")
         for label in ("tree", "own"):
@@ -257,6 +262,11 @@ class Report:
                      - direct) / HOPS / 1e6
             self.verdict(out, f"{name} added latency p99 per hop", f"{added:.3f} ms", added,
                          LATENCY_TARGET_MS, added < LATENCY_TARGET_MS)
+        runs = [m for t in self.results.throughput.values() for m in (t.serial, t.concurrent)]
+        longest = max(m.longest_tail for m in [*runs, *self.results.paced.values()])
+        compared = not self.results.undrained and longest <= COMPARED_WITHIN_S
+        self.verdict(out, "every pair compared after its block's load", f"{longest:.2f} s",
+                     longest, COMPARED_WITHIN_S, compared)
         self.console.print(out)
         self.console.print("[dim]PASS/MISS is information: the exit status only reflects"
                            " body mismatches and crashes[/dim]")

@@ -1,7 +1,7 @@
 """The relay benchmark's servers, each run as its own process so /proc can tell their CPU apart.
 
   python bench/relay_servers.py provider --text-events 200 [--delay 0.005] [--timestamps]
-  python bench/relay_servers.py gateway --upstream URL [--port PORT]
+  python bench/relay_servers.py gateway --upstream URL [--port PORT] [--relabel]
   python bench/relay_servers.py passthrough --gateway URL --provider URL
 
 Each prints one JSON line with its bound URLs on stdout once it listens, then serves until
@@ -42,6 +42,10 @@ async def provider(args: argparse.Namespace) -> tuple[dict[str, str], Callable[[
 
 
 async def gateway(args: argparse.Namespace) -> tuple[dict[str, str], Callable[[], Any]]:
+    if args.relabel:
+        runner, url = await start_listener(PassThrough(args.upstream, relabel=True).app(),
+                                           "127.0.0.1", args.port)
+        return {"url": url}, runner.cleanup
     fake = FakeGateway(args.upstream, port=args.port)
     await fake.start()
     return {"url": fake.url}, fake.stop
@@ -82,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     fake_gateway = commands.add_parser("gateway")
     fake_gateway.add_argument("--upstream", required=True)
     fake_gateway.add_argument("--port", type=int, default=0)
+    fake_gateway.add_argument("--relabel", action="store_true",
+                              help="a bare pass-through that re-labels every chunk's id")
     bare = commands.add_parser("passthrough")
     bare.add_argument("--gateway", required=True)
     bare.add_argument("--provider", required=True)

@@ -90,6 +90,10 @@ class Config:
     compare_niceness: int = 10
     """How much lower than the relay's the workers' CPU priority is (`nice`, 0 to 19): under a
     burst the relay keeps the cores and the comparisons catch up afterwards."""
+    compare_when_idle: bool = True
+    """Run the workers under Linux's SCHED_IDLE policy instead (`compare_niceness` is then
+    unused): they get only the CPU time nothing else wants, so on a saturated machine the
+    comparisons wait for the load to pass and the relay keeps its throughput."""
     redact_headers: tuple[str, ...] = ()
     """Header names redacted in pair.json on top of the built-in secret headers."""
     mask_body_patterns: tuple[str, ...] = ()
@@ -240,7 +244,7 @@ def coerce(name: str, value: Any) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"recordings: expected a directory path, got {value!r}")
         return Path(value)
-    if name in ("record_other", "allow_remote"):
+    if name in ("record_other", "allow_remote", "compare_when_idle"):
         return _parse_bool(name, value)
     if name in ("compared_paths", "redact_headers", "mask_body_patterns"):
         return _parse_list(name, value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ def job(directory: Path, upstream: bytes, downstream: bytes, *,
                      "legs": {"downstream": leg("downstream.sse", downstream_ended),
                               "upstream": leg("upstream.sse")},
                      "comparison": None},
+        "closed_at": time.time(),
     }
 
 
@@ -145,7 +147,8 @@ def niceness(pid: int) -> int:
 
 async def test_workers_run_at_the_configured_niceness(provider, make_tap, client) -> None:
     script, provider_url = provider
-    tap = await make_tap(back=("127.0.0.1", 0), provider=provider_url, compare_niceness=7)
+    tap = await make_tap(back=("127.0.0.1", 0), provider=provider_url, compare_niceness=7,
+                         compare_when_idle=False)
     async with client.post(tap.back_url + CHAT, data=b"{}",
                            headers={"X-Request-ID": "nice-1"}) as response:
         assert await response.read() == script.body
@@ -154,6 +157,22 @@ async def test_workers_run_at_the_configured_niceness(provider, make_tap, client
     assert workers
     expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 7)
     assert {niceness(pid) for pid in workers} == {expected}
+    assert {os.sched_getscheduler(pid) for pid in workers} == {os.SCHED_OTHER}
+
+
+async def test_workers_run_only_on_idle_cpu_by_default(provider, make_tap, client) -> None:
+    """Under SCHED_IDLE a saturated machine's CPU goes to the relay; the comparisons wait."""
+    script, provider_url = provider
+    tap = await make_tap(back=("127.0.0.1", 0), provider=provider_url)
+    async with client.post(tap.back_url + CHAT, data=b"{}",
+                           headers={"X-Request-ID": "idle-1"}) as response:
+        assert await response.read() == script.body
+    pair = await tap.wait_compared("idle-1")
+    assert pair["check"]["verdict"] == "clean"
+    assert 0 <= pair["compared_after"] < 10
+    workers = forkserver_workers()
+    assert workers
+    assert {os.sched_getscheduler(pid) for pid in workers} == {os.SCHED_IDLE}
 
 
 async def test_request_body_goes_straight_to_its_final_name(topology, client) -> None:
@@ -201,6 +220,7 @@ async def test_an_answer_larger_than_the_socket_buffer_arrives_whole(tmp_path: P
         result = await workers.analyze({
             "directory": str(tmp_path), "files": names, "mask_patterns": [], "upstream": None,
             "downstream": None, "mode": "record", "document": {"legs": {}},
+            "closed_at": time.time(),
         })
     finally:
         await workers.stop()

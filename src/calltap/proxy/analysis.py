@@ -72,6 +72,9 @@ class Job(TypedDict):
     """Compare upstream with downstream, check the one body given, or only measure files."""
     document: dict[str, Any]
     """pair.json without what the worker finds: its legs' `bytes` and `sha256`, the report."""
+    closed_at: float
+    """When the capture closed (wall clock): a comparison that waited for the load to pass
+    says how long, as pair.json's `compared_after` (seconds)."""
 
 
 class FileFacts(TypedDict):
@@ -122,6 +125,7 @@ class Result(TypedDict):
     files: dict[str, FileFacts]
     report: dict[str, Any] | None
     judgement: Judgement | None
+    compared_after: float
     endings: dict[str, str]
     """Legs (by body file) judged complete from what was relayed, though the socket was hung up."""
     pair_json_bytes: int
@@ -131,12 +135,15 @@ class Result(TypedDict):
 def analyze(job: Job) -> Result:
     """A finished capture's files measured (and masked), its bodies compared or checked, its
     pair.json completed and written: each step below is one of these."""
+    waited = job["document"]["compared_after"] = round(max(0.0, time.time() - job["closed_at"]),
+                                                       3)
     bodies, files = _measure(job["directory"], job["files"], BodyMasker(job["mask_patterns"]))
     report, judgement, endings = _judge(job, bodies)
     document = complete(job["document"], files, job["mode"], report, endings)
     payload = recordings.encode_pair(document)
     result: Result = {"files": files, "report": report, "judgement": judgement,
-                      "endings": endings, "pair_json_bytes": len(payload),
+                      "endings": endings, "compared_after": waited,
+                      "pair_json_bytes": len(payload),
                       "pair_json_error": None}
     try:
         _write_atomically(os.path.join(job["directory"], recordings.PAIR_JSON), payload)
@@ -301,12 +308,14 @@ class WorkerFailed(RuntimeError):
     """A comparison job raised in its worker, or the worker died while running it."""
 
 
-def _worker_main(connection: Connection, niceness: int) -> None:
+def _worker_main(connection: Connection, niceness: int, idle: bool) -> None:
     """A worker's whole life: read a job, answer it, until the parent closes the pipe. Ctrl-C
     reaches the whole process group, but only the parent stops the workers (after the last
     comparison), so a worker ignores SIGINT."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if niceness:
+    if idle and hasattr(os, "sched_setscheduler"):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    elif niceness:
         os.nice(niceness)
     while True:
         try:
@@ -385,10 +394,10 @@ def _unframe(received: bytearray) -> bytes | None:
 
 
 class _Worker:
-    def __init__(self, niceness: int) -> None:
+    def __init__(self, niceness: int, idle: bool) -> None:
         parent, child = _CONTEXT.Pipe()
-        self.process = _CONTEXT.Process(target=_worker_main, args=(child, niceness), daemon=True,
-                                        name="calltap-compare")
+        self.process = _CONTEXT.Process(target=_worker_main, args=(child, niceness, idle),
+                                        daemon=True, name="calltap-compare")
         self.process.start()
         child.close()
         self._socket = socket.socket(fileno=os.dup(parent.fileno()))
@@ -416,15 +425,17 @@ class Workers:
     was running and is replaced for the next one. A job waiting for a worker holds file names
     and its pair.json draft, never a body, so a backlog after a burst costs little memory."""
 
-    def __init__(self, count: int, niceness: int = 0) -> None:
+    def __init__(self, count: int, niceness: int = 0, *, idle: bool = False) -> None:
         self.count = count
         self.niceness = niceness
+        self.idle = idle
+        """Run under SCHED_IDLE (Linux): a worker gets only the CPU nothing else wants."""
         self._idle: asyncio.Queue[_Worker] | None = None
         self._workers: list[_Worker] = []
 
     def warm(self) -> None:
         """Start every worker (blocking: the first start also starts the forkserver)."""
-        self._workers = [_Worker(self.niceness) for _ in range(self.count)]
+        self._workers = [_Worker(self.niceness, self.idle) for _ in range(self.count)]
 
     async def analyze(self, job: Job) -> Result:
         if self._idle is None:
@@ -455,7 +466,7 @@ class Workers:
         worker.close()
         worker.process.kill()
         self._workers.remove(worker)
-        fresh = _Worker(self.niceness)
+        fresh = _Worker(self.niceness, self.idle)
         self._workers.append(fresh)
         return fresh
 

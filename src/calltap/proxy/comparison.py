@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -47,7 +48,8 @@ class Comparisons(Addon):
     def __init__(self, config: Config, hooks: Hooks, recorder: Recorder) -> None:
         self.hooks = hooks
         self.recorder = recorder
-        self.workers = Workers(config.compare_workers, config.compare_niceness)
+        self.workers = Workers(config.compare_workers, config.compare_niceness,
+                               idle=config.compare_when_idle)
         self.mask_patterns = list(config.mask_body_patterns)
         self.redact_extra = config.redact_headers
         self.single_leg = config.front is None or config.back is None
@@ -120,6 +122,7 @@ class Comparisons(Addon):
         self.hooks.emit(event)
 
     async def _finalize_unguarded(self, recording: Recording) -> PairCompared:
+        closed_at = time.time()
         legs = recording.legs
         sinks = [sink for leg in legs for sink in (leg.sink, leg.request_sink) if sink is not None]
         if not all(sink.settled for sink in sinks):
@@ -135,13 +138,15 @@ class Comparisons(Addon):
             "directory": str(recording.directory), "files": files,
             "mask_patterns": self.mask_patterns, "upstream": body_spec(chosen),
             "downstream": body_spec(recording.downstream), "mode": mode,
-            "document": document}) if files else None
+            "document": document, "closed_at": closed_at}) if files else None
         endings = result["endings"] if result is not None else {}
         for leg in legs:
             if leg.file in endings:
                 leg.ended = endings[leg.file]
         facts = result["files"] if result is not None else {}
         complete(document, facts, mode, result["report"] if result else None, endings)
+        if result is not None:
+            document["compared_after"] = result["compared_after"]
         pair_json = recording.directory / recordings.PAIR_JSON
         if result is None:
             written = await self.recorder.write_pair(recording.directory, document)

@@ -82,7 +82,8 @@ class DivergenceLog(Addon):
                 "pair.compared", pairing=recording.pairing, attempts=len(recording.attempts),
                 bytes_upstream=_size(event.chosen, event.sizes),
                 bytes_downstream=_size(recording.downstream, event.sizes),
-                downstream_ended=leg.ended, **common)
+                downstream_ended=leg.ended,
+                compared_after=event.document.get("compared_after"), **common)
         elif event.mode == "check" and leg is not None:
             self.log.info("leg.checked", side=leg.side, bytes=_size(leg, event.sizes),
                           ended=leg.ended, **common)
