@@ -3,8 +3,6 @@ fake provider, with calltap's JSON log captured in memory and its recordings in 
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from tests.support.logs import LogLines
 
 from calltap.demo import loopback
 from calltap.fakes import DEFECT_HEADER, FAITHFUL, Defect, FakeGateway, FakeProvider
@@ -21,19 +20,6 @@ from calltap.fakes.provider import CHAT_PATH
 from calltap.proxy.app import Calltap
 
 PLANTED_SECRET = "sk-e2e-planted-secret-4f1c"
-
-
-class LogLines(io.StringIO):
-    """calltap's log stream in memory; `lines()` parses each JSON line."""
-
-    def lines(self, event: str, request_id: str | None = None) -> list[dict[str, Any]]:
-        parsed = [json.loads(line) for line in self.getvalue().splitlines() if line.strip()]
-        return [
-            line
-            for line in parsed
-            if line["event"] == event
-            and (request_id is None or line.get("request_id") == request_id)
-        ]
 
 
 @dataclass

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +13,7 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from tests.support.logs import LogLines
 
 from calltap.config import Config
 from calltap.proxy.app import Calltap
@@ -268,24 +267,16 @@ async def gateway() -> AsyncIterator[tuple[GatewayScript, str]]:
     await session.close()
 
 
-class LogBuffer(io.StringIO):
-    """The proxy's log stream in memory; `lines()` parses each JSON line."""
-
-    def lines(self, event: str | None = None) -> list[dict[str, Any]]:
-        parsed = [json.loads(line) for line in self.getvalue().splitlines() if line.strip()]
-        return [line for line in parsed if event is None or line["event"] == event]
-
-
 @pytest.fixture
-def log() -> LogBuffer:
-    return LogBuffer()
+def log() -> LogLines:
+    return LogLines()
 
 
 TapFactory = Callable[..., Awaitable[Calltap]]
 
 
 @pytest.fixture
-async def make_tap(tmp_path: Path, log: LogBuffer) -> AsyncIterator[TapFactory]:
+async def make_tap(tmp_path: Path, log: LogLines) -> AsyncIterator[TapFactory]:
     """Start a Calltap on loopback with ephemeral ports; stopped at teardown."""
     started: list[Calltap] = []
 

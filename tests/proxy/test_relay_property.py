@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.proxy.conftest import LogBuffer, ProviderScript, provider_handler, serve
+from tests.proxy.conftest import LogLines, ProviderScript, provider_handler, serve
 
 from calltap.config import Config
 from calltap.proxy.app import Calltap
@@ -37,7 +37,7 @@ def relay_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         app.router.add_route("*", "/{tail:.*}", handler)
         runner, url = await serve(app)
         tap = Calltap(Config(back=("127.0.0.1", 0), provider=url, recordings=recordings,
-                             compare_workers=1), logger=make_logger(LogBuffer()))
+                             compare_workers=1), logger=make_logger(LogLines()))
         await tap.start()
         return {"runner": runner, "tap": tap, "client": aiohttp.ClientSession()}
 

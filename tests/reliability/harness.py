@@ -31,6 +31,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
+from tests.support.logs import parse_lines, select
 
 from calltap.fakes import FakeGateway
 from calltap.fakes.provider import CHAT_PATH, CREATED, DONE
@@ -182,9 +183,7 @@ class Served:
         return proc_fds(self.pid)
 
     def lines(self, event: str | None = None) -> list[dict[str, Any]]:
-        parsed = [json.loads(line) for line in self.log_path.read_text().splitlines()
-                  if line.strip()]
-        return [line for line in parsed if event is None or line["event"] == event]
+        return select(parse_lines(self.log_path.read_text()), event)
 
     async def metrics(self, client: aiohttp.ClientSession) -> dict[str, float]:
         async with client.get(self.urls["admin"] + "/metrics") as response:

@@ -26,7 +26,7 @@ import pytest
 from aiohttp import web
 from tests.proxy.conftest import (
     GatewayScript,
-    LogBuffer,
+    LogLines,
     ProviderScript,
     chat_request,
     chat_stream,
@@ -54,7 +54,7 @@ class Scripted:
     provider_url: str
     gateway: GatewayScript
     client: aiohttp.ClientSession
-    log: LogBuffer
+    log: LogLines
     arrived: list[str]
     """Request ids in the order they reached the gateway."""
 
@@ -103,7 +103,7 @@ async def scripted(tmp_path: Path, *, hold: asyncio.Event | None = None,
             runner, url = await serve(app)
             runners.append((runner, url))
         (_, provider_url), (_, gateway_url) = runners
-        log = LogBuffer()
+        log = LogLines()
         config = Config(front=("127.0.0.1", 0), gateway=gateway_url, back=("127.0.0.1", 0),
                         provider=provider_url, admin=("127.0.0.1", 0),
                         recordings=tmp_path / "rec", compare_workers=1, **settings)

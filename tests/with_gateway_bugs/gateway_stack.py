@@ -23,8 +23,8 @@ from typing import Any
 import openai
 import orjson
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from tests.e2e.conftest import LogLines
 from tests.reliability.harness import Served, launch
+from tests.support.logs import LogLines
 from tests.with_litellm.litellm_stack import (
     MASTER_KEY,
     LiteLLM,

@@ -27,7 +27,7 @@ import aiohttp
 import openai
 import orjson
 import pytest
-from tests.e2e.conftest import LogLines
+from tests.support.logs import LogLines
 
 from calltap.config import Config
 from calltap.fakes.provider import FakeProvider
