@@ -19,6 +19,7 @@ functions and read pair.json through `read_pair`, and nothing else spells a file
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -194,7 +195,7 @@ def request_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
     """The request body a pair.json leg names (`request_file`), when it is a readable file in
     `directory` itself (a name that would leave it is never read)."""
     name = leg.get("request_file") if leg else None
-    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+    if not isinstance(name, str) or not _plain_name(name):
         return None
     try:
         return (directory / name).read_bytes()
@@ -209,3 +210,70 @@ def _header(headers: Any, name: str) -> str | None:
         if key.lower() == name and isinstance(value, str):
             return value
     return None
+
+
+CASE_README = "README.md"
+"""The note a regression case exported from a pair carries beside its pair.json."""
+
+
+def upstream_attempts(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """A pair.json's upstream attempts in the order the gateway made them: `upstream_attempts`
+    when the gateway retried, else the one `upstream` leg (empty when there is none)."""
+    legs = document.get("legs")
+    if not isinstance(legs, dict):
+        return []
+    attempts = legs.get("upstream_attempts")
+    if isinstance(attempts, list) and attempts:
+        return [leg for leg in attempts if isinstance(leg, dict)]
+    upstream = legs.get("upstream")
+    return [upstream] if isinstance(upstream, dict) else []
+
+
+def leg_files(leg: dict[str, Any]) -> list[str]:
+    """The file names a pair.json leg names (its body, then its request), those that are plain
+    names inside the capture directory."""
+    names = (leg.get("file"), leg.get("request_file"))
+    return [name for name in names if isinstance(name, str) and _plain_name(name)]
+
+
+def response_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
+    """The response body a pair.json leg names (`file`), read as `request_body` reads its
+    request."""
+    name = leg.get("file") if leg else None
+    if not isinstance(name, str) or not _plain_name(name):
+        return None
+    try:
+        return (directory / name).read_bytes()
+    except OSError:
+        return None
+
+
+def write_pair_directory(
+    directory: Path, document: dict[str, Any], files: dict[str, bytes], readme: str
+) -> None:
+    """Create `directory` (0700; it must not exist) holding `files` (names a pair.json's legs
+    give), pair.json and the README, each 0600, as a recording is kept. Partly written files are
+    removed when a write fails."""
+    for name in files:
+        if not _plain_name(name) or name in (PAIR_JSON, CASE_README):
+            raise ValueError(f"not a capture file name: {name!r}")
+    directory.mkdir(mode=0o700)
+    written = {**files, PAIR_JSON: encode_pair(document), CASE_README: readme.encode()}
+    try:
+        for name, data in written.items():
+            _write_private(directory / name, data)
+    except OSError:
+        for name in written:
+            (directory / name).unlink(missing_ok=True)
+        directory.rmdir()
+        raise
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _plain_name(name: str) -> bool:
+    return Path(name).name == name and name not in ("", ".", "..")
