@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("calltap.commands.compare", "compare an upstream and a downstream capture"),
     "check": ("calltap.commands.check", "run the single-side checks on one capture"),
     "scan": ("calltap.commands.scan", "re-check a recordings tree and print a summary"),
+    "replay": ("calltap.commands.replay", "replay a recorded pair through a gateway again"),
 }
 
 EPILOG = """\

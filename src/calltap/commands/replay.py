@@ -1,0 +1,186 @@
+"""Reproduce a recorded divergence: replay a pair through a gateway and compare again.
+
+calltap listens on --back (default 127.0.0.1:8701, where the gateway already sends its provider
+traffic) as a cassette provider: each upstream request gets the recorded upstream answer (status,
+headers, the exact body bytes), attempt by attempt, at the recorded pace or at once with
+--pace none. It sends the recorded client request (headers minus the redacted ones, plus each
+--header) through its own front to the gateway, records the new pair (in a temporary directory
+unless --recordings DIR), compares it and prints the recorded verdict and codes beside the
+replayed ones.
+
+The cassette matches the gateway's requests by meaning (method, path, and the conversation's
+last turn and tool names, as calltap pairs legs), not by bytes: a gateway may add fields and
+reorder keys. Requests off the chat endpoints (a GET /v1/models) are answered 404 and noted.
+
+PAIR_DIR may be a recordings tree: every pair in it is replayed (those with --code CODE only)
+and a summary table says which were reproduced. --export DIR writes a self-contained regression
+case (a folder of cases from a tree) and --case DIR runs one, or a folder of them.
+
+Exit: 0 every pair reproduced (same verdict and codes), 1 any replayed differently, 2 usage
+error, 3 the gateway asked for something a cassette cannot answer (another path, more attempts,
+another conversation; the output says what).
+
+examples:
+  calltap replay recordings/2026-11-30/r1 --gateway http://127.0.0.1:4000 \\
+      --header "Authorization: Bearer $LITELLM_KEY"
+  calltap replay recordings --code TOOL_CALLS_DROPPED --gateway http://127.0.0.1:4000 --pace none
+  calltap replay recordings/2026-11-30/r1 --export cases/dropped-call
+  calltap replay --case cases/dropped-call --gateway http://127.0.0.1:4000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from calltap import recordings
+from calltap.codes import Code
+from calltap.config import DEFAULT_BACK, ConfigError, parse_address, parse_url
+from calltap.replay.case import export
+from calltap.replay.cassette import CassetteError, Recorded, load
+from calltap.replay.outcome import exit_code
+from calltap.replay.pacing import PACES
+from calltap.replay.session import Settings, replay_all
+from calltap.replay.summary import show
+
+EXIT_USAGE = 2
+LOG_NAME = "calltap.log"
+WIDE = 160
+"""Columns for the table when the output is not a terminal (a pipe or a CI log)."""
+
+
+class Usage(Exception):
+    """A command line the replay cannot run; the message is the one line shown."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pair_dir", metavar="PAIR_DIR", nargs="?", type=Path,
+                        help="a recorded pair's directory, or a recordings tree")
+    parser.add_argument("--case", metavar="DIR", type=Path,
+                        help="run an exported regression case (or a folder of cases)")
+    parser.add_argument("--gateway", metavar="URL", help="the gateway's base URL")
+    parser.add_argument("--back", metavar="HOST:PORT", default="{}:{}".format(*DEFAULT_BACK),
+                        help="listen for the gateway's provider requests here"
+                             " (default 127.0.0.1:8701)")
+    parser.add_argument("--header", metavar='"NAME: VALUE"', action="append", default=[],
+                        help="send this header with the client request (a secret the recording"
+                             " redacted); repeatable")
+    parser.add_argument("--pace", choices=PACES, default="recorded",
+                        help="send each answer at the recorded pace (default) or at once")
+    parser.add_argument("--recordings", metavar="DIR", type=Path,
+                        help="keep the replayed pairs in DIR (default: a temporary directory)")
+    parser.add_argument("--code", metavar="CODE", action="append", default=[],
+                        help="with a tree: replay only pairs whose comparison has this code")
+    parser.add_argument("--export", metavar="DIR", type=Path,
+                        help="write the pair as a regression case in DIR (which must not exist)"
+                             " instead of replaying it")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = max(console.width, WIDE)
+    try:
+        pairs = _selected(args)
+        if args.export is not None:
+            if args.header:
+                raise Usage("--header values are secrets and never written to a case;"
+                            " give them when the case runs")
+            return _export(pairs, args.export, console)
+        settings = _settings(args)
+    except (Usage, ConfigError, CassetteError) as error:
+        print(f"calltap replay: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return _replay(pairs, settings, keep=args.recordings is not None, as_json=args.json,
+                   console=console)
+
+
+def _selected(args: argparse.Namespace) -> list[Recorded]:
+    """The pairs to replay or export: one pair, or a tree's pairs with the --code codes."""
+    if (args.pair_dir is None) == (args.case is None):
+        raise Usage("give one PAIR_DIR or --case DIR")
+    root: Path = args.pair_dir or args.case
+    for code in args.code:
+        if code not in Code.__members__:
+            raise Usage(f"--code: unknown finding code {code!r}")
+    if not root.is_dir():
+        raise Usage(f"{root}: no such directory")
+    if (root / recordings.PAIR_JSON).is_file():
+        return [load(root)]
+    directories = [path for path in recordings.capture_directories(root)
+                   if (path / recordings.PAIR_JSON).is_file()]
+    pairs = [load(path) for path in directories]
+    wanted = set(args.code)
+    pairs = [pair for pair in pairs if not wanted or wanted & set(pair.codes)]
+    if not pairs:
+        codes = f" with {', '.join(args.code)}" if args.code else ""
+        raise Usage(f"{root}: no recorded pair{codes} to replay")
+    return pairs
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if not args.gateway:
+        raise Usage("--gateway URL is required to replay (the gateway to send the request to)")
+    parse_url("gateway", args.gateway)
+    back = parse_address("back", args.back)
+    if back is None:
+        raise Usage("--back: the cassette provider needs an address")
+    headers = []
+    for text in args.header:
+        name, colon, value = text.partition(":")
+        if not colon or not name.strip() or name != name.strip():
+            raise Usage(f"--header: expected \"Name: value\", got {text!r}")
+        headers.append((name, value.strip()))
+    recordings = args.recordings or Path(tempfile.mkdtemp(prefix="calltap-replay-"))
+    return Settings(args.gateway, back, recordings, tuple(headers), args.pace)
+
+
+def _export(pairs: list[Recorded], target: Path, console: Console) -> int:
+    if target.exists():
+        print(f"calltap replay: --export {target}: already exists", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if len(pairs) == 1:
+            export(pairs[0], target)
+        else:
+            target.mkdir(mode=0o700)
+            for pair in pairs:
+                export(pair, target / pair.request_id)
+    except OSError as error:
+        print(f"calltap replay: --export {target}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    console.print(f"{len(pairs)} case{'s' if len(pairs) != 1 else ''} written to {target};"
+                  f" run: calltap replay --case {target} --gateway URL")
+    return 0
+
+
+def _replay(pairs: list[Recorded], settings: Settings, *, keep: bool, as_json: bool,
+            console: Console) -> int:
+    """Replay, print, and remove the recordings unless they are kept."""
+    root = settings.recordings
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with (root / LOG_NAME).open("a", encoding="utf-8") as log:
+            results = asyncio.run(replay_all(pairs, settings, log))
+    except (ConfigError, OSError) as error:
+        print(f"calltap replay: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    if as_json:
+        print(json.dumps({"results": [result.as_json() for result in results],
+                          "exit": exit_code(results)}, indent=2))
+    else:
+        show(results, console)
+        if keep:
+            console.print(f"Replayed pairs: {root} (calltap's log: {root / LOG_NAME})")
+    return exit_code(results)

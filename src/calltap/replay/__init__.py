@@ -1,0 +1,1 @@
+"""`calltap replay`: a recorded pair played back through a gateway, as a reproduction."""

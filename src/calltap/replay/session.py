@@ -1,0 +1,91 @@
+"""Replay recorded pairs through a gateway, one after another, and say what came out.
+
+The topology is calltap's own, with the provider swapped for the cassette:
+
+  replay client -> calltap front -> gateway -> calltap back (--back) -> cassette provider
+
+calltap runs as `calltap serve` would (`Calltap` with a front, a back, recordings), so the new
+pair is recorded, paired and compared by the real proxy; the replay then reads its pair.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+
+from calltap.config import Address, Config
+from calltap.proxy.app import Calltap
+from calltap.replay.cassette import Headers, Recorded
+from calltap.replay.outcome import Result
+from calltap.replay.pacing import Pace
+from calltap.replay.provider import CassetteProvider
+
+LOOPBACK: Address = ("127.0.0.1", 0)
+PAIRING_WINDOW = 5.0
+"""The gateway has called the back before it answers the client, so a replayed front leg with
+no partner by then never gets one: there is no reason to wait calltap's usual 30 s for it."""
+COMPARED_WAIT = 60.0
+CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where the replay listens and sends, and how."""
+
+    gateway: str
+    back: Address
+    recordings: Path
+    headers: Headers = ()
+    """`--header` values: sent with every replayed client request, over any recorded one."""
+    pace: Pace = "recorded"
+
+
+async def replay_all(pairs: Iterable[Recorded], settings: Settings, log: TextIO) -> list[Result]:
+    """Replay each recorded pair in turn through one calltap and one cassette provider."""
+    async with CassetteProvider(settings.pace) as cassette:
+        config = Config(front=LOOPBACK, gateway=settings.gateway, back=settings.back,
+                        provider=cassette.url, recordings=settings.recordings,
+                        pairing_window=PAIRING_WINDOW, compare_workers=1)
+        async with (Calltap(config, log_stream=log) as tap,
+                    aiohttp.ClientSession(auto_decompress=False, timeout=CLIENT_TIMEOUT) as client):
+            return [await _replay(recorded, settings, cassette, tap, client)
+                    for recorded in pairs]
+
+
+async def _replay(recorded: Recorded, settings: Settings, cassette: CassetteProvider,
+                  tap: Calltap, client: aiohttp.ClientSession) -> Result:
+    player = cassette.play(recorded.cassette)
+    request = recorded.client
+    try:
+        status, request_id = await _send(client, f"{tap.front_url}{request.path}",
+                                         request.method, _headers(request.headers, settings),
+                                         request.body)
+    except (aiohttp.ClientError, TimeoutError) as error:
+        return Result(recorded, None, player, client_error=f"{type(error).__name__}: {error}")
+    pair: dict[str, Any] | None
+    try:
+        pair = await tap.wait_compared(request_id, timeout=COMPARED_WAIT)
+    except TimeoutError:
+        pair = None
+    return Result(recorded, pair, player, client_status=status)
+
+
+async def _send(client: aiohttp.ClientSession, url: str, method: str, headers: Headers,
+                body: bytes) -> tuple[int, str]:
+    """Send the client's request and read the whole answer, as the client did."""
+    async with client.request(method, url, headers=list(headers), data=body) as response:
+        with suppress(aiohttp.ClientPayloadError):  # a cut answer is what the pair records
+            await response.read()
+        return response.status, response.headers.get("X-Request-ID", "")
+
+
+def _headers(recorded: Headers, settings: Settings) -> Headers:
+    """The recorded headers, with every name `--header` gives replaced by its value."""
+    override = {name.lower() for name, _ in settings.headers}
+    kept = tuple((name, value) for name, value in recorded if name.lower() not in override)
+    return kept + settings.headers
