@@ -1,0 +1,138 @@
+"""`calltap replay` through a real gateway on loopback: each recorded defect reproduced through
+the same gateway, gone through a faithful one, and the requests a cassette cannot answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from replay_helpers import replay
+
+from calltap.fakes import DEFECTS, FakeGateway
+from calltap.fakes.gateway import DEFECT_HEADER, TRANSLATE_HEADER
+
+LOSSY = [name for name, defect in DEFECTS.items() if defect.verdict == "diverged"]
+TRANSLATED_LOSSY = ["lose-second-tool-use+anthropic", "lose-second-tool-use+ollama",
+                    "lose-second-tool-use+converse"]
+EXPECTED_CODES = {**{name: {"TOOL_CALLS_DROPPED"} for name in TRANSLATED_LOSSY},
+                  "none+responses": set()}
+FAITHFUL_GATEWAY = f"{DEFECT_HEADER}: none"
+"""Sent with the replayed request, the header turns the fake gateway faithful: a fixed gateway."""
+
+
+@pytest.mark.parametrize("name", [*DEFECTS, *TRANSLATED_LOSSY, "none+responses"])
+async def test_a_recorded_pair_replays_to_the_same_verdict_and_codes(demo_pairs, name):
+    replayed = await replay(demo_pairs[name], "--pace", "none", "--json")
+    (result,) = replayed.results
+    assert replayed.exit == 0, replayed
+    assert result["result"] == "reproduced"
+    assert result["replayed"]["verdict"] == result["recorded"]["verdict"]
+    assert set(result["replayed"]["codes"]) == set(result["recorded"]["codes"])
+    expected = DEFECTS[name].codes if name in DEFECTS else EXPECTED_CODES[name]
+    assert expected <= set(result["replayed"]["codes"])
+    assert result["misses"] == [] and result["notes"] == []
+
+
+@pytest.mark.parametrize("name", [*LOSSY, *TRANSLATED_LOSSY])
+async def test_a_divergence_replayed_through_a_faithful_gateway_differs(demo_pairs, name):
+    replayed = await replay(demo_pairs[name], "--pace", "none", "--json",
+                            "--header", FAITHFUL_GATEWAY)
+    (result,) = replayed.results
+    assert replayed.exit == 1, replayed
+    assert result["result"] == "different"
+    assert result["recorded"]["verdict"] == "diverged"
+    assert result["replayed"]["verdict"] == "equal"
+
+
+async def test_a_retried_pair_replays_both_attempts_in_order(demo_pairs):
+    replayed = await replay(demo_pairs["retry-once"], "--pace", "none", "--json")
+    (result,) = replayed.results
+    assert replayed.exit == 0, replayed
+    assert result["recorded"]["attempts"] == result["replayed"]["attempts"] == 2
+    assert result["notes"] == []
+
+
+async def test_a_gateway_asking_another_path_cannot_be_answered(demo_pairs):
+    replayed = await replay(demo_pairs["drop-second-call"], "--pace", "none",
+                            "--header", f"{TRANSLATE_HEADER}: anthropic")
+    assert replayed.exit == 3, replayed
+    assert ("cassette miss: POST /v1/messages: attempt 1 was recorded as POST"
+            " /v1/chat/completions") in replayed.stdout
+    assert "0 reproduced, 0 different, 1 cannot" in replayed.stdout
+
+
+async def test_a_gateway_asking_more_attempts_than_recorded_cannot_be_answered(demo_pairs):
+    replayed = await replay(demo_pairs["none"], "--pace", "none", "--json",
+                            "--header", f"{DEFECT_HEADER}: retry-once")
+    (result,) = replayed.results
+    assert replayed.exit == 3, replayed
+    assert result["result"] == "cannot"
+    assert result["misses"] == [
+        "POST /v1/chat/completions: request 2, but the cassette holds 1 attempt"]
+
+
+async def test_a_tree_replays_every_pair_with_the_code_and_sums_them_up(demo_tree, demo_pairs):
+    replayed = await replay(demo_tree, "--code", "TOOL_CALLS_DROPPED", "--pace", "none")
+    assert replayed.exit == 0, replayed
+    dropped = ["drop-second-call", "merge-indexes", *TRANSLATED_LOSSY]
+    for name in dropped:
+        assert demo_pairs[name].name in replayed.stdout
+    assert demo_pairs["strip-done"].name not in replayed.stdout
+    assert f"{len(dropped)} reproduced, 0 different, 0 cannot" in replayed.stdout
+
+
+async def test_a_tree_through_a_fixed_gateway_exits_1_and_says_which_differ(demo_tree):
+    replayed = await replay(demo_tree, "--code", "DONE_MISSING", "--pace", "none", "--json",
+                            "--header", FAITHFUL_GATEWAY)
+    assert replayed.exit == 1, replayed
+    assert {result["result"] for result in replayed.results} == {"different"}
+    assert len(replayed.results) == 2  # strip-done and error-after-200
+
+
+async def test_the_replayed_pair_is_kept_with_recordings_and_no_secret_reaches_it(
+        demo_pairs, tmp_path: Path):
+    secret = "sk-replay-planted-secret-77aa"
+    kept = tmp_path / "replayed"
+    replayed = await replay(demo_pairs["drop-second-call"], "--pace", "none",
+                            "--recordings", kept, "--header", f"Authorization: Bearer {secret}")
+    assert replayed.exit == 0, replayed
+    files = [path for path in kept.rglob("*") if path.is_file()]
+    assert any(path.name == "pair.json" for path in files)
+    assert all(secret.encode() not in path.read_bytes() for path in files)
+    assert secret not in replayed.stdout + replayed.stderr
+
+
+class WitnessGateway(FakeGateway):
+    """The fake gateway, noting the Authorization each request brought it."""
+
+    def __init__(self, *, require_key: bool = False) -> None:
+        super().__init__()
+        self.require_key = require_key
+        self.authorizations: list[str | None] = []
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        key = request.headers.get("Authorization")
+        self.authorizations.append(key)
+        if self.require_key and key is None:
+            return web.json_response({"error": {"message": "no key"}}, status=401)
+        return await super()._relay(request)
+
+
+async def test_the_gateway_receives_the_header_given_for_a_redacted_secret(demo_pairs):
+    async with WitnessGateway() as gateway:
+        replayed = await replay(demo_pairs["none"], "--pace", "none",
+                                "--header", "Authorization: Bearer sk-given", gateway=gateway)
+    assert replayed.exit == 0, replayed
+    assert gateway.authorizations == ["Bearer sk-given"]
+
+
+async def test_a_gateway_refusing_the_request_without_its_redacted_key_is_explained(
+        demo_pairs):
+    async with WitnessGateway(require_key=True) as gateway:
+        replayed = await replay(demo_pairs["none"], "--pace", "none", gateway=gateway)
+    assert replayed.exit == 1, replayed
+    assert gateway.authorizations == [None]
+    assert "the gateway answered 401 without calling the provider" in replayed.stdout
+    assert "the recording redacted authorization: pass --header 'authorization: …'" in (
+        replayed.stdout)
