@@ -15,12 +15,16 @@ reorder keys. Requests off the chat endpoints (a GET /v1/models) are answered 40
 PAIR_DIR may be a recordings tree: every pair in it is replayed (those with --code CODE only)
 and a summary table says which were reproduced. --export DIR writes a self-contained regression
 case (a folder of cases from a tree) and --case DIR runs one, or a folder of them.
+--demo-gateway replays through the fake gateway `calltap demo` records through, so a divergence
+the demo kept (`calltap demo --recordings DIR`) replays without a gateway of your own.
 
 Exit: 0 every pair reproduced (same verdict and codes), 1 any replayed differently, 2 usage
 error, 3 the gateway asked for something a cassette cannot answer (another path, more attempts,
 another conversation; the output says what).
 
 examples:
+  calltap demo --recordings demo-recordings
+  calltap replay demo-recordings --code TOOL_CALLS_DROPPED --demo-gateway
   calltap replay recordings/2026-11-30/r1 --gateway http://127.0.0.1:4000 \\
       --header "Authorization: Bearer $LITELLM_KEY"
   calltap replay recordings --code TOOL_CALLS_DROPPED --gateway http://127.0.0.1:4000 --pace none
@@ -65,10 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a recorded pair's directory, or a recordings tree")
     parser.add_argument("--case", metavar="DIR", type=Path,
                         help="run an exported regression case (or a folder of cases)")
-    parser.add_argument("--gateway", metavar="URL", help="the gateway's base URL")
-    parser.add_argument("--back", metavar="HOST:PORT", default="{}:{}".format(*DEFAULT_BACK),
-                        help="listen for the gateway's provider requests here"
-                             " (default 127.0.0.1:8701)")
+    gateway = parser.add_mutually_exclusive_group()
+    gateway.add_argument("--gateway", metavar="URL", help="the gateway's base URL")
+    gateway.add_argument("--demo-gateway", action="store_true",
+                         help="replay through the fake gateway `calltap demo` records through"
+                              " (started on loopback)")
+    parser.add_argument("--back", metavar="HOST:PORT",
+                        help="listen for the gateway's provider requests here (default"
+                             " {}:{}; a free port with --demo-gateway)".format(*DEFAULT_BACK))
     parser.add_argument("--header", metavar='"NAME: VALUE"', action="append", default=[],
                         help="send this header with the client request (a secret the recording"
                              " redacted); repeatable")
@@ -127,10 +135,12 @@ def _selected(args: argparse.Namespace) -> list[Recorded]:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    if not args.gateway:
+    if not args.gateway and not args.demo_gateway:
         raise Usage("--gateway URL is required to replay (the gateway to send the request to)")
-    parse_url("gateway", args.gateway)
-    back = parse_address("back", args.back)
+    if args.gateway:
+        parse_url("gateway", args.gateway)
+    default_back = "127.0.0.1:0" if args.demo_gateway else "{}:{}".format(*DEFAULT_BACK)
+    back = parse_address("back", args.back or default_back)
     if back is None:
         raise Usage("--back: the cassette provider needs an address")
     headers = []
@@ -140,7 +150,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             raise Usage(f"--header: expected \"Name: value\", got {text!r}")
         headers.append((name, value.strip()))
     recordings = args.recordings or Path(tempfile.mkdtemp(prefix="calltap-replay-"))
-    return Settings(args.gateway, back, recordings, tuple(headers), args.pace)
+    return Settings(args.gateway or None, back, recordings, tuple(headers), args.pace)
 
 
 def _export(pairs: list[Recorded], target: Path, console: Console) -> int:

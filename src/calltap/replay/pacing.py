@@ -34,8 +34,8 @@ def schedule(answer: Answer, pace: Pace) -> Schedule:
 
 
 def split(answer: Answer) -> list[bytes]:
-    """The body in pieces that end where its frames end (the first piece also holds whatever
-    precedes the first frame, the last whatever follows the last)."""
+    """The body in pieces that end where its frames end: whatever precedes the first frame (a
+    keep-alive comment) and an unfinished last frame are pieces of their own."""
     body = answer.body
     if not body:
         return []
@@ -43,6 +43,9 @@ def split(answer: Answer) -> list[bytes]:
     framing = sniff_framing(body, content_type)
     if answer.content_encoding or framing not in STREAM_FRAMINGS:
         return [body]
-    starts = sorted({frame.offset for frame in STREAM_FRAMINGS[framing](body)} - {0})
-    bounds = [0, *starts, len(body)]
+    frames = STREAM_FRAMINGS[framing](body)
+    starts = {frame.offset for frame in frames}
+    if (cut := frames.cut()) is not None:
+        starts.add(cut.offset)
+    bounds = [0, *sorted(starts - {0}), len(body)]
     return [body[start:end] for start, end in pairwise(bounds) if end > start]

@@ -4,14 +4,17 @@ The topology is calltap's own, with the provider swapped for the cassette:
 
   replay client -> calltap front -> gateway -> calltap back (--back) -> cassette provider
 
+The gateway is the one under test (--gateway), or the demo's fake gateway (--demo-gateway), which
+injects whatever defect the recorded client request asked it for, as it did in `calltap demo`.
+
 calltap runs as `calltap serve` would (`Calltap` with a front, a back, recordings), so the new
 pair is recorded, paired and compared by the real proxy; the replay then reads its pair.json.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from contextlib import suppress
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,6 +22,7 @@ from typing import Any, TextIO
 import aiohttp
 
 from calltap.config import Address, Config
+from calltap.fakes import FakeGateway
 from calltap.proxy.app import Calltap
 from calltap.replay.cassette import Headers, Recorded
 from calltap.replay.outcome import Result
@@ -37,7 +41,8 @@ CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=30
 class Settings:
     """Where the replay listens and sends, and how."""
 
-    gateway: str
+    gateway: str | None
+    """The gateway's base URL; None replays through the demo's fake gateway, on loopback."""
     back: Address
     recordings: Path
     headers: Headers = ()
@@ -47,14 +52,26 @@ class Settings:
 
 async def replay_all(pairs: Iterable[Recorded], settings: Settings, log: TextIO) -> list[Result]:
     """Replay each recorded pair in turn through one calltap and one cassette provider."""
-    async with CassetteProvider(settings.pace) as cassette:
-        config = Config(front=LOOPBACK, gateway=settings.gateway, back=settings.back,
+    async with CassetteProvider(settings.pace) as cassette, _gateway(settings) as (url, fake):
+        config = Config(front=LOOPBACK, gateway=url, back=settings.back,
                         provider=cassette.url, recordings=settings.recordings,
                         pairing_window=PAIRING_WINDOW, compare_workers=1)
         async with (Calltap(config, log_stream=log) as tap,
                     aiohttp.ClientSession(auto_decompress=False, timeout=CLIENT_TIMEOUT) as client):
+            if fake is not None:
+                fake.upstream = tap.back_url
             return [await _replay(recorded, settings, cassette, tap, client)
                     for recorded in pairs]
+
+
+@asynccontextmanager
+async def _gateway(settings: Settings) -> AsyncIterator[tuple[str, FakeGateway | None]]:
+    """The gateway's URL, and the fake gateway when the replay runs its own."""
+    if settings.gateway is not None:
+        yield settings.gateway, None
+        return
+    async with FakeGateway() as fake:
+        yield fake.url, fake
 
 
 async def _replay(recorded: Recorded, settings: Settings, cassette: CassetteProvider,
