@@ -7,9 +7,11 @@ import socket
 from pathlib import Path
 
 import pytest
+from tests.e2e.conftest import open_topology
 
 from calltap import recordings
 from calltap.cli import main
+from calltap.fakes.provider import TOOLS_REQUEST
 from calltap.replay.cassette import CassetteError, load
 
 GATEWAY = "http://127.0.0.1:9"
@@ -81,3 +83,13 @@ def test_a_busy_back_port_is_a_usage_error(demo_pairs, capsys):
         err = refused(capsys, demo_pairs["none"], "--gateway", GATEWAY,
                       "--back", f"127.0.0.1:{port}")
     assert "address already in use" in err.lower()
+
+
+async def test_the_recorded_requests_identity_is_not_sent_again(tmp_path: Path):
+    async with open_topology(tmp_path / "recordings") as topology:
+        sent = await topology.send(TOOLS_REQUEST, request_id="client-chosen-id")
+    recorded = load(sent.directory)
+    assert recorded.request_id == "client-chosen-id"
+    names = {name for name, _ in recorded.client.headers}
+    assert names.isdisjoint({"x-request-id", "traceparent", "authorization"})
+    assert recorded.client.redacted == ("authorization",)
