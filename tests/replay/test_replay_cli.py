@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from replay_helpers import replay
 from tests.e2e.conftest import open_topology
 
 from calltap import recordings
@@ -60,7 +61,7 @@ def test_usage_errors_exit_2_with_one_line(demo_pairs, demo_tree, tmp_path, caps
     assert "give one PAIR_DIR or --case DIR" in refused(capsys, pair, "--case", pair)
     assert "no such directory" in refused(capsys, tmp_path / "absent", "--gateway", GATEWAY)
     assert "unknown finding code 'DROPPED'" in refused(capsys, demo_tree, "--code", "DROPPED")
-    assert "no recorded pair with CHOICE_ADDED" in refused(
+    assert "no compared pair with CHOICE_ADDED" in refused(
         capsys, demo_tree, "--code", "CHOICE_ADDED", "--gateway", GATEWAY)
     assert 'expected "Name: value"' in refused(capsys, pair, "--gateway", GATEWAY,
                                                "--header", "Authorization Bearer x")
@@ -93,3 +94,35 @@ async def test_the_recorded_requests_identity_is_not_sent_again(tmp_path: Path):
     names = {name for name, _ in recorded.client.headers}
     assert names.isdisjoint({"x-request-id", "traceparent", "authorization"})
     assert recorded.client.redacted == ("authorization",)
+
+
+def orphan_copy(pair: Path, target: Path) -> Path:
+    """A copy of a pair whose pair.json lost its downstream leg, as an orphaned upstream leg's."""
+    target.mkdir(parents=True)
+    for source in pair.iterdir():
+        (target / source.name).write_bytes(source.read_bytes())
+    document = recordings.read_pair(target)
+    del document["legs"]["downstream"]
+    (target / recordings.PAIR_JSON).write_bytes(recordings.encode_pair(document))
+    return target
+
+
+async def test_a_pair_of_a_tree_that_cannot_be_replayed_is_skipped_and_named(demo_pairs,
+                                                                             tmp_path):
+    tree = tmp_path / "tree"
+    orphan = orphan_copy(demo_pairs["drop-second-call"], tree / "2026-12-01" / "orphan")
+    for name in ("merge-indexes", "none"):
+        source = demo_pairs[name]
+        (tree / "2026-12-01" / source.name).mkdir()
+        for path in source.iterdir():
+            (tree / "2026-12-01" / source.name / path.name).write_bytes(path.read_bytes())
+    replayed = await replay(tree, "--code", "TOOL_CALLS_DROPPED", "--pace", "none", "--json")
+    assert replayed.exit == 0, replayed
+    assert [result["request_id"] for result in replayed.results] == [
+        demo_pairs["merge-indexes"].name]
+    assert replayed.json["skipped"] == [f"{orphan}: pair.json has no downstream leg to replay"]
+
+
+def test_a_single_pair_that_cannot_be_replayed_is_a_usage_error(demo_pairs, tmp_path, capsys):
+    orphan = orphan_copy(demo_pairs["none"], tmp_path / "orphan")
+    assert "has no downstream leg" in refused(capsys, orphan, "--gateway", GATEWAY)

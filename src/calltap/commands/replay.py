@@ -44,13 +44,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from calltap import recordings
 from calltap.codes import Code
 from calltap.config import DEFAULT_BACK, ConfigError, parse_address, parse_url
 from calltap.replay.case import export
-from calltap.replay.cassette import CassetteError, Recorded, load
+from calltap.replay.cassette import CassetteError
 from calltap.replay.outcome import exit_code
 from calltap.replay.pacing import PACES
+from calltap.replay.selection import Selection, select
 from calltap.replay.session import Settings, replay_all
 from calltap.replay.summary import show
 
@@ -97,41 +97,28 @@ def run(args: argparse.Namespace) -> int:
     if not console.is_terminal:
         console.width = max(console.width, WIDE)
     try:
-        pairs = _selected(args)
+        selection = _selection(args)
         if args.export is not None:
             if args.header:
                 raise Usage("--header values are secrets and never written to a case;"
                             " give them when the case runs")
-            return _export(pairs, args.export, console)
+            return _export(selection, args.export, console)
         settings = _settings(args)
     except (Usage, ConfigError, CassetteError) as error:
         print(f"calltap replay: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _replay(pairs, settings, keep=args.recordings is not None, as_json=args.json,
+    return _replay(selection, settings, keep=args.recordings is not None, as_json=args.json,
                    console=console)
 
 
-def _selected(args: argparse.Namespace) -> list[Recorded]:
-    """The pairs to replay or export: one pair, or a tree's pairs with the --code codes."""
+def _selection(args: argparse.Namespace) -> Selection:
+    """One pair, or a tree's pairs with the --code codes."""
     if (args.pair_dir is None) == (args.case is None):
         raise Usage("give one PAIR_DIR or --case DIR")
-    root: Path = args.pair_dir or args.case
     for code in args.code:
         if code not in Code.__members__:
             raise Usage(f"--code: unknown finding code {code!r}")
-    if not root.is_dir():
-        raise Usage(f"{root}: no such directory")
-    if (root / recordings.PAIR_JSON).is_file():
-        return [load(root)]
-    directories = [path for path in recordings.capture_directories(root)
-                   if (path / recordings.PAIR_JSON).is_file()]
-    pairs = [load(path) for path in directories]
-    wanted = set(args.code)
-    pairs = [pair for pair in pairs if not wanted or wanted & set(pair.codes)]
-    if not pairs:
-        codes = f" with {', '.join(args.code)}" if args.code else ""
-        raise Usage(f"{root}: no recorded pair{codes} to replay")
-    return pairs
+    return select(args.pair_dir or args.case, args.code)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -153,44 +140,58 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(args.gateway or None, back, recordings, tuple(headers), args.pace)
 
 
-def _export(pairs: list[Recorded], target: Path, console: Console) -> int:
+def _export(selection: Selection, target: Path, console: Console) -> int:
     if target.exists():
         print(f"calltap replay: --export {target}: already exists", file=sys.stderr)
         return EXIT_USAGE
+    written = 0
     try:
-        if len(pairs) == 1:
-            export(pairs[0], target)
+        if selection.single is not None:
+            export(selection.single, target)
+            written = 1
         else:
             target.mkdir(mode=0o700)
-            for pair in pairs:
+            for pair in selection.pairs():
                 export(pair, target / pair.request_id)
+                written += 1
     except OSError as error:
         print(f"calltap replay: --export {target}: {error}", file=sys.stderr)
         return EXIT_USAGE
-    console.print(f"{len(pairs)} case{'s' if len(pairs) != 1 else ''} written to {target};"
+    _print_skipped(selection, console)
+    console.print(f"{written} case{'s' if written != 1 else ''} written to {target};"
                   f" run: calltap replay --case {target} --gateway URL")
     return 0
 
 
-def _replay(pairs: list[Recorded], settings: Settings, *, keep: bool, as_json: bool,
+def _replay(selection: Selection, settings: Settings, *, keep: bool, as_json: bool,
             console: Console) -> int:
     """Replay, print, and remove the recordings unless they are kept."""
     root = settings.recordings
     try:
         root.mkdir(parents=True, exist_ok=True)
         with (root / LOG_NAME).open("a", encoding="utf-8") as log:
-            results = asyncio.run(replay_all(pairs, settings, log))
+            results = asyncio.run(replay_all(selection.pairs(), settings, log))
     except (ConfigError, OSError) as error:
         print(f"calltap replay: {error}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+    if not results:
+        print(f"calltap replay: nothing could be replayed: {'; '.join(selection.skipped)}",
+              file=sys.stderr)
+        return EXIT_USAGE
     if as_json:
         print(json.dumps({"results": [result.as_json() for result in results],
-                          "exit": exit_code(results)}, indent=2))
-    else:
-        show(results, console)
-        if keep:
-            console.print(f"Replayed pairs: {root} (calltap's log: {root / LOG_NAME})")
+                          "skipped": selection.skipped, "exit": exit_code(results)}, indent=2))
+        return exit_code(results)
+    show(results, console)
+    _print_skipped(selection, console)
+    if keep:
+        console.print(f"Replayed pairs: {root} (calltap's log: {root / LOG_NAME})")
     return exit_code(results)
+
+
+def _print_skipped(selection: Selection, console: Console) -> None:
+    for reason in selection.skipped:
+        console.print(f"skipped: {reason}", markup=False)
