@@ -29,6 +29,7 @@ examples:
   calltap compare recordings/2026-11-30/r1/upstream.sse recordings/2026-11-30/r1/downstream.sse
   calltap check downstream.sse --json
   calltap serve | jq 'select(.event=="divergence" or .event=="leg.defect")'
+  calltap replay recordings/2026-11-30/r1 --gateway http://127.0.0.1:4000
 """
 
 

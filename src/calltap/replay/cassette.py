@@ -21,7 +21,7 @@ Headers = tuple[tuple[str, str], ...]
 
 TRANSPORT_HEADERS = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-     "upgrade", "content-length", "host", "date", "server"}
+     "upgrade", "content-length", "host", "date", "server", "expect"}
 )
 """Written by whoever sends the message, never replayed from the recording."""
 IDENTITY_HEADERS = frozenset({"x-request-id", "traceparent"})
