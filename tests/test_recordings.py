@@ -107,3 +107,43 @@ def test_capture_directories_and_leftovers(tmp_path: Path) -> None:
 def test_the_day_is_the_utc_day() -> None:
     assert recordings.day_directory(Path("rec"), 1796083199.0) == Path("rec/2026-11-30")
     assert recordings.day_directory(Path("rec"), 1796083200.0) == Path("rec/2026-12-01")
+
+
+def test_upstream_attempts_are_the_retries_in_order_else_the_one_leg() -> None:
+    first, second = {"attempt": 1}, {"attempt": 2}
+    retried = {"legs": {"upstream": second, "upstream_attempts": [first, "junk", second]}}
+    assert recordings.upstream_attempts(retried) == [first, second]
+    assert recordings.upstream_attempts({"legs": {"upstream": first}}) == [first]
+    assert recordings.upstream_attempts({"legs": {"upstream_attempts": [], "upstream": first}}) == [
+        first]
+    assert recordings.upstream_attempts({"legs": {"downstream": first}}) == []
+    assert recordings.upstream_attempts({"legs": "junk"}) == []
+
+
+def test_a_legs_files_are_plain_names_inside_its_directory(tmp_path: Path) -> None:
+    (tmp_path / "upstream.sse").write_bytes(b"data: [DONE]\n\n")
+    leg = {"file": "upstream.sse", "request_file": "upstream.request"}
+    assert recordings.leg_files(leg) == ["upstream.sse", "upstream.request"]
+    assert recordings.response_body(tmp_path, leg) == b"data: [DONE]\n\n"
+    assert recordings.response_body(tmp_path, {"file": "upstream.json"}) is None
+    for name in ("../upstream.sse", "/etc/passwd", "", ".", "..", 7):
+        assert recordings.leg_files({"file": name}) == []
+        assert recordings.response_body(tmp_path, {"file": name}) is None
+    assert recordings.response_body(tmp_path, None) is None
+
+
+def test_a_written_pair_directory_is_private_and_never_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "case"
+    recordings.write_pair_directory(target, {"request_id": "r1"}, {"upstream.sse": b"x"}, "run")
+    assert sorted(path.name for path in target.iterdir()) == [
+        recordings.CASE_README, recordings.PAIR_JSON, "upstream.sse"]
+    assert target.stat().st_mode & 0o777 == 0o700
+    assert {path.stat().st_mode & 0o777 for path in target.iterdir()} == {0o600}
+    assert recordings.read_pair(target) == {"format": recordings.FORMAT, "request_id": "r1"}
+    assert (target / recordings.CASE_README).read_text() == "run"
+    with pytest.raises(FileExistsError):
+        recordings.write_pair_directory(target, {}, {}, "")
+    for name in ("../x", recordings.PAIR_JSON, recordings.CASE_README):
+        with pytest.raises(ValueError, match="not a capture file name"):
+            recordings.write_pair_directory(tmp_path / "other", {}, {name: b""}, "")
+    assert not (tmp_path / "other").exists()
