@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from calltap import recordings
+from calltap.proxy.relay import HOP_BY_HOP
 from calltap.redact import REDACTED
 
 Headers = tuple[tuple[str, str], ...]
 
-TRANSPORT_HEADERS = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-     "upgrade", "content-length", "host", "date", "server", "expect"}
-)
+TRANSPORT_HEADERS = HOP_BY_HOP | {"content-length", "date", "server"}
 """Written by whoever sends the message, never replayed from the recording."""
 IDENTITY_HEADERS = frozenset({"x-request-id", "traceparent"})
 """The recorded request's identity: the replay is a new request, which calltap names afresh."""
