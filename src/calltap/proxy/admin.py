@@ -9,10 +9,9 @@ from typing import Any
 
 from aiohttp import web
 
+from calltap.proxy.guard import listen
 from calltap.proxy.hooks import Addon
 from calltap.proxy.metrics import CONTENT_TYPE, Metrics
-
-Serve = Callable[[str, tuple[str, int], web.BaseRunner], Any]
 
 
 def admin_app(health: Callable[[], dict[str, Any]], metrics: Metrics) -> web.Application:
@@ -29,14 +28,14 @@ def admin_app(health: Callable[[], dict[str, Any]], metrics: Metrics) -> web.App
 
 
 class Admin(Addon):
-    """Listens on `address` while calltap runs; `serve` is the core's way to start a listener
-    (its connection limits and log routing), so the admin listener is held to the same."""
+    """Listens on `address` while calltap runs, held to the relay listeners' connection limits
+    and log routing (`runner_options`)."""
 
     def __init__(self, address: tuple[str, int], health: Callable[[], dict[str, Any]],
-                 metrics: Metrics, serve: Serve, runner_options: dict[str, Any]) -> None:
+                 metrics: Metrics, runner_options: dict[str, Any]) -> None:
         self.address = address
         self.app = admin_app(health, metrics)
-        self._serve = serve
+        self.url: str | None = None
         self._options = runner_options
 
     @contextlib.asynccontextmanager
@@ -44,7 +43,7 @@ class Admin(Addon):
         runner = web.AppRunner(self.app, handle_signals=False, handler_cancellation=True,
                                shutdown_timeout=1.0, **self._options)
         try:
-            await self._serve("admin", self.address, runner)
+            self.url = await listen(runner, self.address)
             yield
         finally:
             await runner.cleanup()

@@ -31,13 +31,13 @@ from calltap.proxy.admin import Admin
 from calltap.proxy.capture import Opener, Sink
 from calltap.proxy.comparison import Comparisons
 from calltap.proxy.guard import (
-    MAX_HEADER_COUNT,
     GuardedServer,
     Refusal,
     RequestTooLarge,
     admit,
+    listen,
+    protocol_options,
     refusal,
-    server_logger,
     too_large,
 )
 from calltap.proxy.hooks import (
@@ -84,7 +84,7 @@ class Calltap:
                         self.comparisons, self.pairs]
         if config.admin is not None:
             self.admin: Admin | None = Admin(config.admin, self.health, self.metrics,
-                                             self._serve, self._protocol_options("admin"))
+                                             protocol_options(config, self.log, "admin"))
             self.addons.append(self.admin)
         else:
             self.admin = None
@@ -93,12 +93,15 @@ class Calltap:
         self.provider = self._upstream(config.provider)
         self.front_url: str | None = None
         self.back_url: str | None = None
-        self.admin_url: str | None = None
         self._stack = contextlib.AsyncExitStack()
         self._runners: list[web.BaseRunner] = []
         self._legs: dict[asyncio.Task[Any], Leg] = {}
         self._compared = frozenset(config.compared_paths)
         self._stopping = False
+
+    @property
+    def admin_url(self) -> str | None:
+        return self.admin.url if self.admin is not None else None
 
     def _upstream(self, url: str | None) -> Upstream | None:
         if url is None:
@@ -141,27 +144,11 @@ class Calltap:
         for name, (address, handler, side) in relays.items():
             if address is not None:
                 server = GuardedServer(handler, on_refused=self._refused_by_parser(side),
-                                       **self._protocol_options(name))
+                                       **protocol_options(self.config, self.log, name))
                 runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
                 self._stack.push_async_callback(runner.cleanup)
                 self._runners.append(runner)
-                await self._serve(name, address, runner)
-
-    def _protocol_options(self, listener: str) -> dict[str, Any]:
-        """aiohttp connection settings: the header limits, no decompression, and aiohttp's own
-        error log routed to calltap's log without the request bytes it would quote."""
-        return {"access_log": None, "auto_decompress": False,
-                "max_line_size": self.config.max_header_line,
-                "max_field_size": self.config.max_header_line,
-                "max_headers": MAX_HEADER_COUNT, "logger": server_logger(self.log, listener)}
-
-    async def _serve(self, name: str, address: tuple[str, int], runner: web.BaseRunner) -> None:
-        await runner.setup()
-        site = web.TCPSite(runner, address[0], address[1], reuse_address=True)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-        setattr(self, f"{name}_url", url)
+                setattr(self, f"{name}_url", await listen(runner, address))
 
     def _refused_by_parser(self, side: str) -> Any:
         def refused(status: int, code: str, exc: BaseException | None) -> None:

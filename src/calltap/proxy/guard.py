@@ -110,6 +110,23 @@ def server_logger(log: Any, listener: str) -> logging.Logger:
     return logger
 
 
+def protocol_options(config: Config, log: Any, listener: str) -> dict[str, Any]:
+    """aiohttp connection settings for every listener: the header limits, no decompression, and
+    aiohttp's own error log routed to calltap's log without the request bytes it would quote."""
+    return {"access_log": None, "auto_decompress": False,
+            "max_line_size": config.max_header_line, "max_field_size": config.max_header_line,
+            "max_headers": MAX_HEADER_COUNT, "logger": server_logger(log, listener)}
+
+
+async def listen(runner: web.BaseRunner, address: tuple[str, int]) -> str:
+    """Start `runner` on `address`; the URL it listens on (the port the system picked for 0)."""
+    await runner.setup()
+    site = web.TCPSite(runner, address[0], address[1], reuse_address=True)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 class GuardedServer(web.Server):
     """aiohttp's low-level server (one handler for every method and path) whose connections
     are `GuardedProtocol`s with the given parser limits."""

@@ -194,13 +194,10 @@ async def relay(
                              extra_response_headers or [])
 
 
-async def _stream(
-    request: web.BaseRequest,
-    upstream_response: aiohttp.ClientResponse,
-    leg: Leg,
-    on_response: Callable[[Leg], Sink | None],
-    extra_response_headers: Headers,
-) -> web.StreamResponse:
+def _response_for(upstream_response: aiohttp.ClientResponse, leg: Leg,
+                  extra_response_headers: Headers) -> web.StreamResponse:
+    """The client's response head, from the upstream's: hop-by-hop headers dropped, calltap's
+    own (`X-Request-ID`) in place of the upstream's; the leg learns status and headers."""
     leg.first_byte_at = time.time()
     leg.status = upstream_response.status
     raw = [(name.decode("latin-1"), value.decode("latin-1"))
@@ -213,9 +210,18 @@ async def _stream(
     leg.response_headers = response_headers
     leg.content_type = upstream_response.headers.get("Content-Type", "")
     leg.content_encoding = upstream_response.headers.get("Content-Encoding")
-    response = web.StreamResponse(status=upstream_response.status,
-                                  reason=upstream_response.reason,
-                                  headers=CIMultiDict(response_headers))
+    return web.StreamResponse(status=upstream_response.status, reason=upstream_response.reason,
+                              headers=CIMultiDict(response_headers))
+
+
+async def _stream(
+    request: web.BaseRequest,
+    upstream_response: aiohttp.ClientResponse,
+    leg: Leg,
+    on_response: Callable[[Leg], Sink | None],
+    extra_response_headers: Headers,
+) -> web.StreamResponse:
+    response = _response_for(upstream_response, leg, extra_response_headers)
     sink = leg.sink = on_response(leg)
     record = sink.write if sink is not None else None
     content = upstream_response.content
