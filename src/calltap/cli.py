@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("calltap.commands.check", "run the single-side checks on one capture"),
     "scan": ("calltap.commands.scan", "re-check a recordings tree and print a summary"),
     "replay": ("calltap.commands.replay", "replay a recorded pair through a gateway again"),
+    "view": ("calltap.commands.view", "serve a browser view of a recordings tree"),
 }
 
 EPILOG = """\

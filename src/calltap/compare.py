@@ -207,7 +207,9 @@ def _text_difference(up: str, down: str) -> str:
     )
 
 
-def _call_key(call: ToolCall) -> tuple[str, Hashable]:
+def call_key(call: ToolCall) -> tuple[str, Hashable]:
+    """What makes two calls the same call: the name and the decoded arguments' meaning (the raw
+    text when they are not JSON)."""
     arguments = call.decoded.key if call.decoded is not None else ("raw", call.arguments)
     return call.name, arguments
 
@@ -216,11 +218,11 @@ def _compare_calls(up: Choice, down: Choice, downstream: Transcript) -> list[Fin
     index = down.index
     unmatched: dict[tuple[str, Hashable], list[int]] = defaultdict(list)
     for order, call in enumerate(up.tool_calls):
-        unmatched[_call_key(call)].append(order)
+        unmatched[call_key(call)].append(order)
     pairs: list[tuple[int, int]] = []
     down_left: list[int] = []
     for order, call in enumerate(down.tool_calls):
-        candidates = unmatched.get(_call_key(call))
+        candidates = unmatched.get(call_key(call))
         if candidates:
             pairs.append((candidates.pop(0), order))
         else:

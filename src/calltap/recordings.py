@@ -20,6 +20,7 @@ functions and read pair.json through `read_pair`, and nothing else spells a file
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +55,17 @@ REQUEST_TOO_LARGE = "request_too_large"
 """How a leg `ended`, as pair.json says it."""
 HUNG_UP = frozenset({CLIENT_ABORTED, SHUTDOWN})
 """Endings by hang-up, which the bytes relayed before it may show to be a complete leg."""
+
+
+DAY_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+"""A day directory's name (UTC, `YYYY-MM-DD`)."""
+KEY_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}(?:\+[0-9]{1,9})?")
+"""A capture directory's name: a request id, `+N` when an earlier capture had that id."""
+LEG_FILE_NAME = re.compile(
+    r"(?:downstream|upstream(?:\.attempt-[0-9]{1,4})?)\.(?:sse|ndjson|eventstream|json|body|request)"
+    r"(?:\.partial)?"
+)
+"""Every body and request file a capture directory may hold."""
 
 
 class PairUnreadable(ValueError):
@@ -128,6 +140,45 @@ def capture_directories(root: Path) -> list[Path]:
         if path.is_file()
     }
     return sorted(found)
+
+
+def is_day(name: str) -> bool:
+    return DAY_NAME.fullmatch(name) is not None
+
+
+def is_key(name: str) -> bool:
+    return KEY_NAME.fullmatch(name) is not None and name not in (".", "..")
+
+
+def is_leg_file(name: str) -> bool:
+    """Whether `name` is one of the body or request files of the format (`.partial` included):
+    the only names a reader outside the proxy may be asked for."""
+    return LEG_FILE_NAME.fullmatch(name) is not None
+
+
+def pair_directory(root: Path, day: str, key: str) -> Path | None:
+    """`root/day/key` when both names are the layout's (None otherwise, so that no request
+    path can name anything else)."""
+    if not (is_day(day) and is_key(key)):
+        return None
+    return root / day / key
+
+
+def pair_mtime_ns(directory: Path) -> int | None:
+    """pair.json's modification time, or None when the capture has none yet."""
+    try:
+        return (directory / PAIR_JSON).stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def capture_files(directory: Path) -> list[str]:
+    """The body and request files in a capture directory, by name."""
+    try:
+        return sorted(entry.name for entry in directory.iterdir()
+                      if entry.is_file() and is_leg_file(entry.name))
+    except OSError:
+        return []
 
 
 def leftovers(root: Path) -> list[str]:

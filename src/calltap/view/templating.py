@@ -18,6 +18,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from calltap.codes import Code
+
 STATIC_FILES = ("view.css", "live.js")
 """What `static/` serves; nothing else is ever read from the package by a request."""
 STATIC_TYPES = {"css": "text/css; charset=utf-8", "js": "text/javascript; charset=utf-8"}
@@ -36,6 +38,10 @@ def environment() -> Environment:
     )
     env.filters["bytes"] = human_bytes
     env.filters["dash"] = lambda value: "–" if value is None or value == "" else value
+    env.filters["severity"] = severity
+    env.filters["clock"] = clock
+    env.filters["merge"] = lambda query, **more: {**query, **more}
+    env.filters["event_number"] = lambda anchor: "event " + anchor.rsplit("-", 1)[-1]
     return env
 
 
@@ -70,6 +76,21 @@ def style_hash() -> str:
     """The CSP source (`'sha256-…'`) that allows the inlined stylesheet and nothing else."""
     digest = hashlib.sha256(stylesheet().encode("utf-8")).digest()
     return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
+
+
+def severity(code: str) -> str:
+    """A finding code's severity, for its colour ("warning" for a code this version lacks)."""
+    try:
+        return str(Code(code).severity)
+    except ValueError:
+        return "warning"
+
+
+def clock(timestamp: str | None) -> str:
+    """`2026-11-30T04:11:50.123456Z` as `04:11:50.123`, the part a list is scanned by."""
+    if not timestamp or "T" not in timestamp:
+        return "–"
+    return timestamp.split("T", 1)[1][:12]
 
 
 def human_bytes(count: int | None) -> str:

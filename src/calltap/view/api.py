@@ -1,0 +1,55 @@
+"""`/api/pairs` and `/api/pairs/<id>`: the list's rows and one pair's pair.json as JSON.
+
+`/api/pairs/<id>` answers by capture key or request id (the newest capture when a request id
+was recorded more than once) with pair.json as written (its `comparison` is the object of
+`calltap compare --json`), plus where it lives (`day`, `key`). A pair not in the index yet makes
+the index refresh first, so that a pair that has just been written is found.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from calltap import recordings
+from calltap.view.query import MAX_LIMIT, filters_of, number
+from calltap.view.state import STATE
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/pairs", pairs)
+    app.router.add_get("/pairs/{id}", pair)
+
+
+async def pairs(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    filters = filters_of(request.query)
+    limit = number(request.query, "limit", 50, least=1, most=MAX_LIMIT)
+    offset = number(request.query, "offset", 0, least=0, most=10**9)
+    await state.fresh()
+    rows = await state.run(lambda: state.index.page(filters, limit=limit, offset=offset))
+    total = await state.run(state.index.count, filters)
+    return web.json_response({"total": total, "limit": limit, "offset": offset,
+                              "pairs": [row.as_json() for row in rows]})
+
+
+async def pair(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    wanted = request.match_info["id"]
+    if not recordings.is_key(wanted):
+        return _error(400, "not a request id")
+    await state.fresh()
+    found = await state.run(state.index.find, wanted)
+    if found is None:
+        await state.fresh(force=True)
+        found = await state.run(state.index.find, wanted)
+    if found is None:
+        return _error(404, "no such pair")
+    try:
+        document = recordings.read_pair(state.root / found.day / found.key)
+    except recordings.PairUnreadable:
+        return _error(404, "no such pair")
+    return web.json_response({**document, "day": found.day, "key": found.key})
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)

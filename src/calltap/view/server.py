@@ -1,0 +1,79 @@
+"""The view as aiohttp applications: the pages (`calltap view`'s root, `/ui/` under `calltap
+serve`) and the JSON API (`/api/…` in both).
+
+`standalone(...)` is `calltap view`'s whole application; `mount(admin_app, ...)` adds the same
+pages and API to `calltap serve`'s admin listener. Both read the recordings tree only, through
+an incremental index refreshed at most once a `REFRESH_INTERVAL` (on demand, and by the live
+event stream while a list page is open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from aiohttp import web
+
+from calltap.view import api, pages_http
+from calltap.view.guard import Access, guard, secure_headers
+from calltap.view.state import PREFIX, STATE, ViewSettings, ViewState
+
+
+def view_app(state: ViewState, prefix: str) -> web.Application:
+    """The pages, with links under `prefix` ("/" or "/ui/")."""
+    app = _guarded(state)
+    app[PREFIX] = prefix
+    pages_http.add_routes(app)
+    return app
+
+
+def api_app(state: ViewState) -> web.Application:
+    app = _guarded(state)
+    api.add_routes(app)
+    return app
+
+
+def standalone(settings: ViewSettings) -> web.Application:
+    """`calltap view`: the pages at `/`, the API at `/api/`; the index starts building at
+    once, so the first page finds it (nearly) ready."""
+    state = ViewState(settings)
+    app = view_app(state, "/")
+    app.add_subapp("/api/", api_app(state))
+
+    async def warm(_app: web.Application) -> None:
+        task = asyncio.get_running_loop().create_task(state.fresh(force=True))
+        _app[WARMING] = task
+
+    async def close(_app: web.Application) -> None:
+        task = _app.get(WARMING)
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+        await state.close()
+
+    app.on_startup.append(warm)
+    app.on_cleanup.append(close)
+    return app
+
+
+WARMING: web.AppKey[asyncio.Task[None]] = web.AppKey("calltap_view_warming", asyncio.Task)
+
+
+def mount(admin: web.Application, recordings_root: Path, *, access: Access) -> None:
+    """Add the view at `/ui/` and the API at `/api/` to `calltap serve`'s admin application."""
+    state = ViewState(ViewSettings(recordings_root, access=access))
+    admin.add_subapp("/ui/", view_app(state, "/ui/"))
+    admin.add_subapp("/api/", api_app(state))
+
+    async def close(_app: web.Application) -> None:
+        await state.close()
+
+    admin.on_cleanup.append(close)
+
+
+def _guarded(state: ViewState) -> web.Application:
+    app = web.Application(middlewares=[guard(state.settings.access)])
+    app[STATE] = state
+    app.on_response_prepare.append(secure_headers)
+    return app

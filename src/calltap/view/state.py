@@ -1,0 +1,73 @@
+"""What the pages and the API share: the settings, and the index with the one thread it is
+used from."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from calltap.view.guard import Access
+from calltap.view.index import PairIndex, default_location
+
+REFRESH_INTERVAL = 1.0
+"""Seconds between two refreshes of the index: requests in between read it as it is."""
+UPLOAD_LIMIT = 8 * 1024 * 1024
+"""Bytes per capture `/compare` accepts."""
+T = TypeVar("T")
+
+
+@dataclass
+class ViewSettings:
+    root: Path
+    access: Access = field(default_factory=Access)
+    index_path: Path | str | None = None
+    """The SQLite file; None for the user's cache directory, ":memory:" for none on disk."""
+    upload_limit: int = UPLOAD_LIMIT
+    page_size: int = 50
+
+
+class ViewState:
+    """The index and the one thread it is used from, shared by the pages and the API."""
+
+    def __init__(self, settings: ViewSettings) -> None:
+        self.settings = settings
+        self.root = settings.root
+        path = settings.index_path or default_location(settings.root)
+        try:
+            self.index = PairIndex(settings.root, path)
+        except OSError:
+            self.index = PairIndex(settings.root)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-index")
+        self._refreshing: asyncio.Lock | None = None
+        self._refreshed_at = float("-inf")
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` on the index's thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def fresh(self, *, force: bool = False) -> None:
+        """Refresh the index unless it was refreshed within REFRESH_INTERVAL."""
+        loop = asyncio.get_running_loop()
+        if self._refreshing is None:
+            self._refreshing = asyncio.Lock()
+        async with self._refreshing:
+            if not force and loop.time() - self._refreshed_at < REFRESH_INTERVAL:
+                return
+            await self.run(self.index.refresh)
+            self._refreshed_at = loop.time()
+
+    async def close(self) -> None:
+        await self.run(self.index.close)
+        self._executor.shutdown(wait=False)
+
+
+STATE: web.AppKey[ViewState] = web.AppKey("calltap_view_state", ViewState)
+PREFIX: web.AppKey[str] = web.AppKey("calltap_view_prefix", str)
+
+
