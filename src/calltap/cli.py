@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scan": ("calltap.commands.scan", "re-check a recordings tree and print a summary"),
     "replay": ("calltap.commands.replay", "replay a recorded pair through a gateway again"),
     "view": ("calltap.commands.view", "serve a browser view of a recordings tree"),
+    "report": ("calltap.commands.report", "write a private static report of recordings"),
 }
 
 EPILOG = """\

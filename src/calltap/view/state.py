@@ -4,6 +4,7 @@ used from."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ class ViewState:
         path = settings.index_path or default_location(settings.root)
         try:
             self.index = PairIndex(settings.root, path)
-        except OSError:
+        except (OSError, sqlite3.Error):
             self.index = PairIndex(settings.root)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-index")
         self._refreshing: asyncio.Lock | None = None
