@@ -58,6 +58,7 @@ from calltap.proxy.pairs import Pairs
 from calltap.proxy.recording import RecordingAddon
 from calltap.proxy.relay import Headers, Leg, Upstream, forwardable, relay
 from calltap.recordings import SHUTDOWN
+from calltap.view.server import mount as mount_view
 
 REQUEST_ID = "X-Request-ID"
 HOUSEKEEPING_INTERVAL = 1.0
@@ -86,6 +87,7 @@ class Calltap:
             self.admin: Admin | None = Admin(config.admin, self.health, self.metrics,
                                              protocol_options(config, self.log, "admin"))
             self.addons.append(self.admin)
+            mount_view(self.admin.app, config.recordings, allow_remote=config.allow_remote)
         else:
             self.admin = None
         self.addons += addons or []

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from pathlib import Path
 
 from aiohttp import web
 
 from calltap.view import api, pages_http
-from calltap.view.guard import Access, guard, secure_headers
+from calltap.view.guard import TOKEN_VARIABLE, Access, guard, secure_headers
 from calltap.view.state import PREFIX, STATE, ViewSettings, ViewState
 
 
@@ -60,8 +61,12 @@ def standalone(settings: ViewSettings) -> web.Application:
 WARMING: web.AppKey[asyncio.Task[None]] = web.AppKey("calltap_view_warming", asyncio.Task)
 
 
-def mount(admin: web.Application, recordings_root: Path, *, access: Access) -> None:
-    """Add the view at `/ui/` and the API at `/api/` to `calltap serve`'s admin application."""
+def mount(admin: web.Application, recordings_root: Path, *, allow_remote: bool) -> None:
+    """Add the view at `/ui/` and the API at `/api/` to `calltap serve`'s admin application.
+    With `allow_remote`, every request to them needs the token of CALLTAP_VIEW_TOKEN (and none
+    is answered without one set)."""
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    access = Access(remote=allow_remote, token=token)
     state = ViewState(ViewSettings(recordings_root, access=access))
     admin.add_subapp("/ui/", view_app(state, "/ui/"))
     admin.add_subapp("/api/", api_app(state))
