@@ -164,6 +164,22 @@ def pair_directory(root: Path, day: str, key: str) -> Path | None:
     return root / day / key
 
 
+def find_capture(root: Path, key: str) -> Path | None:
+    """The capture directory named `key` that holds a pair.json, in the newest day that has one
+    (a look at each day directory, never a walk of the tree)."""
+    if not is_key(key):
+        return None
+    try:
+        days = sorted((entry.name for entry in root.iterdir() if is_day(entry.name)),
+                      reverse=True)
+    except OSError:
+        return None
+    for day in days:
+        if (root / day / key / PAIR_JSON).is_file():
+            return root / day / key
+    return None
+
+
 def pair_mtime_ns(directory: Path) -> int | None:
     """pair.json's modification time, or None when the capture has none yet."""
     try:

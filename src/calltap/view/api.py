@@ -1,12 +1,13 @@
 """`/api/pairs` and `/api/pairs/<id>`: the list's rows and one pair's pair.json as JSON.
 
-`/api/pairs/<id>` answers by capture key or request id (the newest capture when a request id
-was recorded more than once) with pair.json as written (its `comparison` is the object of
-`calltap compare --json`), plus where it lives (`day`, `key`). A pair not in the index yet makes
-the index refresh first, so that a pair that has just been written is found.
+`/api/pairs/<id>` answers by capture key (the request id calltap returned to the client in
+`X-Request-ID`; the newest day's when several days hold it) with pair.json as written (its
+`comparison` is the object of `calltap compare --json`), plus where it lives (`day`, `key`).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from aiohttp import web
 
@@ -26,29 +27,27 @@ async def pairs(request: web.Request) -> web.Response:
     limit = number(request.query, "limit", 50, least=1, most=MAX_LIMIT)
     offset = number(request.query, "offset", 0, least=0, most=10**9)
     await state.fresh()
-    rows = await state.run(lambda: state.index.page(filters, limit=limit, offset=offset))
-    total = await state.run(state.index.count, filters)
+    rows = await state.run(lambda index: index.page(filters, limit=limit, offset=offset))
+    total = await state.run(lambda index: index.count(filters))
     return web.json_response({"total": total, "limit": limit, "offset": offset,
                               "pairs": [row.as_json() for row in rows]})
 
 
 async def pair(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+    """Found by its directory in the day directories, not through the index: a pair that has
+    just been written is answered at once, and a lookup never builds the index."""
+    root = request.app[STATE].root
     wanted = request.match_info["id"]
     if not recordings.is_key(wanted):
         return _error(400, "not a request id")
-    await state.fresh()
-    found = await state.run(state.index.find, wanted)
-    if found is None:
-        await state.fresh(force=True)
-        found = await state.run(state.index.find, wanted)
-    if found is None:
+    directory = await asyncio.to_thread(recordings.find_capture, root, wanted)
+    if directory is None:
         return _error(404, "no such pair")
     try:
-        document = recordings.read_pair(state.root / found.day / found.key)
+        document = await asyncio.to_thread(recordings.read_pair, directory)
     except recordings.PairUnreadable:
         return _error(404, "no such pair")
-    return web.json_response({**document, "day": found.day, "key": found.key})
+    return web.json_response({**document, "day": directory.parent.name, "key": directory.name})
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -13,6 +13,7 @@ what the list shows, and is rebuilt from scratch when its schema changes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import threading
@@ -210,8 +211,8 @@ def read_summary(root: Path, day: str, key: str) -> Summary | None:
 def default_location(root: Path) -> Path:
     """Where the index of `root` lives: the user's cache directory, one file per tree."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "calltap"
-    name = str(root.resolve()).encode("utf-8").hex()[-80:]
-    return cache / f"view-{len(str(root.resolve()))}-{name}.sqlite"
+    digest = hashlib.sha256(str(root.resolve()).encode("utf-8")).hexdigest()[:24]
+    return cache / f"view-{digest}.sqlite"
 
 
 def _open(path: Path | str) -> sqlite3.Connection:

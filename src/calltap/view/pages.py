@@ -34,6 +34,7 @@ FOLD_LINES = 12
 FOLD_CHARS = 600
 """Arguments longer than this are folded (a click unfolds them)."""
 SIDES = ("upstream", "downstream")
+SEVERITY_RANK = {"fatal": 0, "negotiable": 1, "warning": 2, "cosmetic": 3}
 
 
 @dataclass(slots=True)
@@ -115,6 +116,12 @@ class PairPage:
     """The comparison (or check) object of `calltap compare --json`."""
     structural: dict[str, Any]
     """The same, redacted: codes, severities, positions and counts only."""
+
+    @property
+    def headline(self) -> FindingView | None:
+        """The finding to read first: the first of the worst severity."""
+        ranked = sorted(self.findings, key=lambda f: SEVERITY_RANK.get(f.severity, 9))
+        return ranked[0] if ranked else None
 
 
 def build_page(upstream: Capture | None, downstream: Capture | None, *,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -16,6 +17,7 @@ from aiohttp import BodyPartReader, web
 from calltap import recordings
 from calltap.transcript import Capture
 from calltap.view import templating
+from calltap.view.index import PairIndex
 from calltap.view.pages import build_page
 from calltap.view.query import CODES, VERDICTS, encoded, filters_of, number
 from calltap.view.source import read_recorded
@@ -43,9 +45,10 @@ async def pair_list(request: web.Request) -> web.Response:
     size = state.settings.page_size
     page = number(request.query, "page", 1, least=1, most=10**7)
     await state.fresh()
-    rows = await state.run(lambda: state.index.page(filters, limit=size, offset=(page - 1) * size))
-    total = await state.run(state.index.count, filters)
-    latest = await state.run(state.index.latest)
+    rows = await state.run(lambda index: index.page(filters, limit=size,
+                                                    offset=(page - 1) * size))
+    total = await state.run(lambda index: index.count(filters))
+    latest = await state.run(PairIndex.latest)
     query = encoded(filters)
     events = f"{base}events?{urlencode({**query, 'after': latest})}" if page == 1 else None
     html = templating.render(
@@ -118,9 +121,9 @@ async def live_events(request: web.Request) -> web.StreamResponse:
     idle = 0.0
     while True:
         await state.fresh()
-        fresh = await state.run(state.index.since, after, filters)
+        fresh = await state.run(partial(PairIndex.since, seq=after, filters=filters))
         if fresh:
-            total = await state.run(state.index.count, filters)
+            total = await state.run(lambda index: index.count(filters))
             for seq, summary in fresh:
                 data = orjson.dumps({"html": str(row(summary, base, True)), "total": total})
                 await response.write(b"event: pair\ndata: " + data + b"\n\n")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -34,23 +34,31 @@ class ViewSettings:
 
 
 class ViewState:
-    """The index and the one thread it is used from, shared by the pages and the API."""
+    """The index and the one thread it is used from, shared by the pages and the API. The index
+    is opened on first use: a `calltap serve` whose view nobody opens never creates one."""
 
     def __init__(self, settings: ViewSettings) -> None:
         self.settings = settings
         self.root = settings.root
-        path = settings.index_path or default_location(settings.root)
-        try:
-            self.index = PairIndex(settings.root, path)
-        except (OSError, sqlite3.Error):
-            self.index = PairIndex(settings.root)
+        self._index: PairIndex | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-index")
         self._refreshing: asyncio.Lock | None = None
         self._refreshed_at = float("-inf")
 
-    async def run(self, function: Callable[..., T], *args: Any) -> T:
-        """`function(*args)` on the index's thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+    async def run(self, function: Callable[[PairIndex], T]) -> T:
+        """`function(index)` on the index's thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, lambda: function(self._opened()))
+
+    def _opened(self) -> PairIndex:
+        """The index, opened in its file (in memory when the file cannot be used)."""
+        if self._index is None:
+            path = self.settings.index_path or default_location(self.root)
+            try:
+                self._index = PairIndex(self.root, path)
+            except (OSError, sqlite3.Error):
+                self._index = PairIndex(self.root)
+        return self._index
 
     async def fresh(self, *, force: bool = False) -> None:
         """Refresh the index unless it was refreshed within REFRESH_INTERVAL."""
@@ -60,11 +68,12 @@ class ViewState:
         async with self._refreshing:
             if not force and loop.time() - self._refreshed_at < REFRESH_INTERVAL:
                 return
-            await self.run(self.index.refresh)
+            await self.run(PairIndex.refresh)
             self._refreshed_at = loop.time()
 
     async def close(self) -> None:
-        await self.run(self.index.close)
+        if self._index is not None:
+            await self.run(PairIndex.close)
         self._executor.shutdown(wait=False)
 
 
