@@ -29,6 +29,8 @@ def test_a_dropped_call_is_marked_missing_upstream_and_linked_on_both_legs() -> 
     assert dropped.links == {"downstream": anchor("downstream", dropped.event),
                              "upstream": clock.link}
     assert clock.link == anchor("upstream", 2)
+    assert (page.headline.code, page.headline.detail) == ("TOOL_CALLS_DROPPED",
+                                                          "missing downstream: clock")
     pointed = {e.anchor for leg in page.legs.values() for e in leg.raw if e.pointed}
     assert pointed == {clock.link, anchor("downstream", dropped.event)}
 
