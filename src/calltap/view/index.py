@@ -25,7 +25,7 @@ from pathlib import Path
 from calltap import recordings
 from calltap.view.summary import Summary, summarize
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 SETTLE_NS = 2_000_000_000
 COLUMNS = tuple(field.name for field in fields(Summary))
 SCHEMA = """
@@ -38,14 +38,15 @@ CREATE TABLE pairs (
   verdict TEXT NOT NULL, codes TEXT NOT NULL, bytes_up INTEGER, bytes_down INTEGER,
   duration_ms REAL, UNIQUE (day, key));
 CREATE INDEX pairs_newest ON pairs (started_at DESC, seq DESC);
-CREATE INDEX pairs_verdict ON pairs (verdict, started_at DESC);
+CREATE INDEX pairs_verdict ON pairs (verdict, started_at DESC, seq DESC);
 CREATE INDEX pairs_request ON pairs (request_id);
 CREATE INDEX pairs_key ON pairs (key);
-CREATE TABLE pair_codes (code TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (code, seq))
-  WITHOUT ROWID;
+CREATE TABLE pair_codes (code TEXT NOT NULL, started_at TEXT, seq INTEGER NOT NULL,
+  PRIMARY KEY (code, seq)) WITHOUT ROWID;
+CREATE INDEX pair_codes_newest ON pair_codes (code, started_at DESC, seq DESC);
 CREATE TABLE pending (day TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (day, key));
 """
-ORDER = "ORDER BY started_at DESC, seq DESC"
+COLUMNS_OF_P = ", ".join(f"p.{name}" for name in COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +57,26 @@ class Filters:
     code: str | None = None
     prefix: str | None = None
 
-    def where(self) -> tuple[str, list[str]]:
+    def query(self) -> tuple[str, str, list[str]]:
+        """The FROM and WHERE clauses (pairs as `p`) and the ORDER BY of the newest first. A
+        code filter reads pair_codes, whose index is in that order, so that a page of a common
+        code never sorts or scans every pair."""
         clauses, values = [], []
-        if self.verdict:
-            clauses.append("verdict = ?")
-            values.append(self.verdict)
         if self.code:
-            clauses.append("seq IN (SELECT seq FROM pair_codes WHERE code = ?)")
+            source = "pair_codes c JOIN pairs p ON p.seq = c.seq"
+            order = "c.started_at DESC, c.seq DESC"
+            clauses.append("c.code = ?")
             values.append(self.code)
+        else:
+            source, order = "pairs p", "p.started_at DESC, p.seq DESC"
+        if self.verdict:
+            clauses.append("p.verdict = ?")
+            values.append(self.verdict)
         if self.prefix:
-            clauses.append("(key >= ? AND key < ?)")
+            clauses.append("(p.key >= ? AND p.key < ?)")
             values += [self.prefix, self.prefix + "\U0010ffff"]
-        return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
+        where = " AND ".join(clauses) or "1"
+        return f" FROM {source} WHERE {where}", order, values
 
 
 @dataclass(slots=True)
@@ -110,14 +119,16 @@ class PairIndex:
 
     def page(self, filters: Filters, *, limit: int, offset: int = 0) -> list[Summary]:
         """Pairs newest first."""
-        where, values = filters.where()
-        sql = f"SELECT {', '.join(COLUMNS)} FROM pairs{where} {ORDER} LIMIT ? OFFSET ?"
+        source, order, values = filters.query()
+        sql = f"SELECT {COLUMNS_OF_P}{source} ORDER BY {order} LIMIT ? OFFSET ?"
         return self._rows(sql, [*values, limit, offset])
 
     def count(self, filters: Filters) -> int:
-        where, values = filters.where()
+        source, _order, values = filters.query()
+        if filters.code and not (filters.verdict or filters.prefix):
+            source = " FROM pair_codes c WHERE c.code = ?"
         with self._lock:
-            return self._db.execute(f"SELECT count(*) FROM pairs{where}", values).fetchone()[0]
+            return self._db.execute(f"SELECT count(*){source}", values).fetchone()[0]
 
     def latest(self) -> int:
         """The sequence number of the pair indexed last (0 for none): `since` starts there."""
@@ -126,18 +137,16 @@ class PairIndex:
 
     def since(self, seq: int, filters: Filters) -> list[tuple[int, Summary]]:
         """Pairs indexed after `seq`, oldest first, with their sequence numbers."""
-        where, values = filters.where()
-        joiner = " AND " if where else " WHERE "
-        sql = (f"SELECT seq, {', '.join(COLUMNS)} FROM pairs{where}{joiner}seq > ? "
-               "ORDER BY seq")
+        source, _order, values = filters.query()
+        sql = f"SELECT p.seq, {COLUMNS_OF_P}{source} AND p.seq > ? ORDER BY p.seq"
         with self._lock:
             rows = self._db.execute(sql, [*values, seq]).fetchall()
         return [(row[0], _summary(row[1:])) for row in rows]
 
     def find(self, request_id: str) -> Summary | None:
         """The newest pair with this capture key or request id."""
-        sql = (f"SELECT {', '.join(COLUMNS)} FROM pairs WHERE key = ? OR request_id = ? "
-               f"{ORDER} LIMIT 1")
+        sql = (f"SELECT {COLUMNS_OF_P} FROM pairs p WHERE p.key = ? OR p.request_id = ? "
+               "ORDER BY p.started_at DESC, p.seq DESC LIMIT 1")
         rows = self._rows(sql, [request_id, request_id])
         return rows[0] if rows else None
 
@@ -173,8 +182,8 @@ class PairIndex:
             seq = self._db.execute(
                 f"INSERT INTO pairs ({', '.join(COLUMNS)}) VALUES "
                 f"({', '.join('?' * len(COLUMNS))})", _values(summary)).lastrowid
-            self._db.executemany("INSERT INTO pair_codes VALUES (?, ?)",
-                                 [(code, seq) for code in summary.codes])
+            self._db.executemany("INSERT INTO pair_codes VALUES (?, ?, ?)",
+                                 [(code, summary.started_at, seq) for code in summary.codes])
             changes.added += 1
 
     def _forget(self, day: str, key: str) -> int:
