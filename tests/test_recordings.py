@@ -147,3 +147,58 @@ def test_a_written_pair_directory_is_private_and_never_overwrites(tmp_path: Path
         with pytest.raises(ValueError, match="not a capture file name"):
             recordings.write_pair_directory(tmp_path / "other", {}, {name: b""}, "")
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize(
+    ("day", "key", "inside"),
+    [
+        ("2026-11-30", "req-1", True),
+        ("2026-11-30", "req-1+2", True),
+        ("2026-11-30", "a.b_c-d", True),
+        ("2026-11-30", "..", False),
+        ("2026-11-30", ".", False),
+        ("2026-11-30", "../x", False),
+        ("2026-11-30", "a b", False),
+        ("2026-11-30", "req+x", False),
+        ("2026-11-30", "x" * 129, False),
+        ("20261130", "req-1", False),
+        ("../2026-11-30", "req-1", False),
+        ("2026-11-30\n", "req-1", False),
+    ],
+)
+def test_a_pair_directory_is_named_by_the_layout_only(day: str, key: str, inside: bool) -> None:
+    directory = recordings.pair_directory(Path("/r"), day, key)
+    assert (directory == Path("/r") / day / key) if inside else directory is None
+
+
+@pytest.mark.parametrize(
+    ("name", "leg_file"),
+    [
+        ("downstream.sse", True),
+        ("upstream.attempt-2.ndjson", True),
+        ("upstream.request", True),
+        ("downstream.eventstream.partial", True),
+        ("pair.json", False),
+        ("downstream.sse/../../x", False),
+        ("sidestream.sse", False),
+        ("upstream.attempt-x.sse", False),
+        ("downstream.txt", False),
+    ],
+)
+def test_only_body_and_request_files_are_leg_files(name: str, leg_file: bool) -> None:
+    assert recordings.is_leg_file(name) is leg_file
+
+
+def test_a_capture_is_found_by_key_in_the_newest_day_that_holds_its_pair_json(
+        tmp_path: Path) -> None:
+    for day in ("2026-11-29", "2026-11-30", "2026-12-01"):
+        (tmp_path / day / "req-1").mkdir(parents=True)
+    for day in ("2026-11-29", "2026-11-30"):
+        (tmp_path / day / "req-1" / recordings.PAIR_JSON).write_text("{}")
+    (tmp_path / "not-a-day" / "req-1").mkdir(parents=True)
+    (tmp_path / "not-a-day" / "req-1" / recordings.PAIR_JSON).write_text("{}")
+    assert recordings.find_capture(tmp_path, "req-1") == tmp_path / "2026-11-30" / "req-1"
+    assert recordings.find_capture(tmp_path, "req-2") is None
+    assert recordings.find_capture(tmp_path, "..") is None
+    assert recordings.find_capture(tmp_path / "missing", "req-1") is None
+    assert recordings.capture_files(tmp_path / "2026-11-30" / "req-1") == []
