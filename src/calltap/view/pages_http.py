@@ -119,21 +119,24 @@ async def live_events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     row = templating.environment().get_template("_rows.html").module.row  # type: ignore[attr-defined]
     idle = 0.0
-    while True:
-        await state.fresh()
-        fresh = await state.run(partial(PairIndex.since, seq=after, filters=filters))
-        if fresh:
-            total = await state.run(lambda index: index.count(filters))
-            for seq, summary in fresh:
-                data = orjson.dumps({"html": str(row(summary, base, True)), "total": total})
-                await response.write(b"event: pair\ndata: " + data + b"\n\n")
-                after = seq
-            idle = 0.0
-        elif idle >= KEEPALIVE:
-            await response.write(b": keep-alive\n\n")
-            idle = 0.0
-        await asyncio.sleep(LIVE_POLL)
-        idle += LIVE_POLL
+    try:
+        while True:
+            await state.fresh()
+            fresh = await state.run(partial(PairIndex.since, seq=after, filters=filters))
+            if fresh:
+                total = await state.run(lambda index: index.count(filters))
+                for seq, summary in fresh:
+                    data = orjson.dumps({"html": str(row(summary, base, True)), "total": total})
+                    await response.write(b"event: pair\ndata: " + data + b"\n\n")
+                    after = seq
+                idle = 0.0
+            elif idle >= KEEPALIVE:
+                await response.write(b": keep-alive\n\n")
+                idle = 0.0
+            await asyncio.sleep(LIVE_POLL)
+            idle += LIVE_POLL
+    except ConnectionResetError:
+        return response
 
 
 async def static(request: web.Request) -> web.Response:

@@ -42,13 +42,13 @@ def standalone(settings: ViewSettings) -> web.Application:
     app = view_app(state, "/")
     app.add_subapp("/api/", api_app(state))
 
+    warming: list[asyncio.Task[None]] = []
+
     async def warm(_app: web.Application) -> None:
-        task = asyncio.get_running_loop().create_task(state.fresh(force=True))
-        _app[WARMING] = task
+        warming.append(asyncio.get_running_loop().create_task(state.fresh(force=True)))
 
     async def close(_app: web.Application) -> None:
-        task = _app.get(WARMING)
-        if task is not None:
+        for task in warming:
             with contextlib.suppress(Exception):
                 await task
         await state.close()
@@ -56,9 +56,6 @@ def standalone(settings: ViewSettings) -> web.Application:
     app.on_startup.append(warm)
     app.on_cleanup.append(close)
     return app
-
-
-WARMING: web.AppKey[asyncio.Task[None]] = web.AppKey("calltap_view_warming", asyncio.Task)
 
 
 def mount(admin: web.Application, recordings_root: Path, *, allow_remote: bool) -> None:
