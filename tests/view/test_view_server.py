@@ -13,6 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from view_helpers import two_calls, write_pair
 
+from calltap.cli import main
 from calltap.config import Config
 from calltap.fakes import FakeProvider
 from calltap.proxy.app import Calltap
@@ -176,3 +177,27 @@ async def test_serve_mounts_the_view_and_the_api_on_the_admin_listener(
             assert (await pair.json())["comparison"]["verdict"] == "diverged"
         async with client.get(f"{admin}/healthz") as health:
             assert health.status == 200
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--listen", "0.0.0.0:8703"], "0.0.0.0 is not loopback: add --allow-remote"),
+        (["--listen", "0.0.0.0:8703", "--allow-remote"],
+         "--allow-remote needs a token in CALLTAP_VIEW_TOKEN"),
+        (["--listen", "localhost"], "--listen: expected HOST:PORT"),
+        (["--listen", "127.0.0.1:99999"], "--listen: expected HOST:PORT"),
+    ],
+)
+def test_view_refuses_what_it_cannot_serve_safely(
+        tree: Path, arguments: list[str], message: str,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("CALLTAP_VIEW_TOKEN", raising=False)
+    assert main(["view", str(tree), *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_view_of_a_missing_directory_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["view", str(tmp_path / "none")]) == 2
+    assert "no such directory" in capsys.readouterr().err

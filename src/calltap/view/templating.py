@@ -87,10 +87,11 @@ def severity(code: str) -> str:
 
 
 def clock(timestamp: str | None) -> str:
-    """`2026-11-30T04:11:50.123456Z` as `04:11:50.123`, the part a list is scanned by."""
+    """`2026-11-30T04:11:50.123456Z` as `11-30 04:11:50.123`, the part a list is scanned by."""
     if not timestamp or "T" not in timestamp:
         return "–"
-    return timestamp.split("T", 1)[1][:12]
+    day, _, time_of_day = timestamp.partition("T")
+    return f"{day[5:]} {time_of_day[:12]}"
 
 
 def human_bytes(count: int | None) -> str:
