@@ -31,7 +31,7 @@ def codes(pair: dict[str, Any]) -> set[str]:
 
 @pytest.fixture
 def page(browser: Any) -> Any:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
     yield context.new_page()
     context.close()
 

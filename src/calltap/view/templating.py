@@ -100,6 +100,6 @@ def human_bytes(count: int | None) -> str:
     size = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            return f"{size:.0f}\u00a0{unit}" if unit == "B" else f"{size:.1f}\u00a0{unit}"
         size /= 1024
     return f"{count} B"
