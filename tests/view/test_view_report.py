@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,3 +114,17 @@ def test_a_source_without_captures_is_a_usage_error_and_writes_nothing(
     assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
     assert "no capture found" in capsys.readouterr().err
+
+
+def test_every_link_in_the_report_points_inside_it(hostile_tree: Path, tmp_path: Path) -> None:
+    write_pair(hostile_tree, "dropped", two_calls(), two_calls(keep=1))
+    out = tmp_path / "report"
+    main(["report", str(hostile_tree), "-o", str(out)])
+    html = (out / "report.html").read_text()
+    targets = set(re.findall(r'href="#([^"]+)"', html))
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    assert targets and targets <= ids
+    assert not re.findall(r'href="(?!#)', html)
+    for number in (1, 2):
+        assert any(t.startswith(f"p{number}-downstream-event-") for t in targets)
+        assert any(t.startswith(f"p{number}-upstream-event-") for t in targets)
