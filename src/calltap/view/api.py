@@ -27,8 +27,8 @@ async def pairs(request: web.Request) -> web.Response:
     limit = number(request.query, "limit", 50, least=1, most=MAX_LIMIT)
     offset = number(request.query, "offset", 0, least=0, most=10**9)
     await state.fresh()
-    rows = await state.run(lambda index: index.page(filters, limit=limit, offset=offset))
-    total = await state.run(lambda index: index.count(filters))
+    rows, total = await state.run(lambda index: (
+        index.page(filters, limit=limit, offset=offset), index.count(filters)))
     return web.json_response({"total": total, "limit": limit, "offset": offset,
                               "pairs": [row.as_json() for row in rows]})
 

@@ -147,8 +147,7 @@ def build_page(upstream: Capture | None, downstream: Capture | None, *,
     marks = _call_marks(transcripts)
     views = [_finding_view(f, f.side or _only(transcripts), transcripts, raws, marks)
              for f in findings]
-    legs = {side: _leg_view(side, transcripts[side], raws[side], transcripts, marks)
-            for side in transcripts}
+    legs = {side: _leg_view(side, transcripts[side], raws[side], marks) for side in transcripts}
     for view in views + [f for leg in legs.values() for f in leg.findings]:
         _point(raws, view.links)
     return PairPage(verdict, views, _choice_rows(transcripts, raws, marks), legs, report,
@@ -304,7 +303,8 @@ def _finding_view(finding: Finding, side: str, transcripts: dict[str, Transcript
 
 
 def _leg_view(side: str, transcript: Transcript, raw: tuple[list[RawEvent], int],
-              transcripts: dict[str, Transcript], marks: Marks) -> LegView:
+              marks: Marks) -> LegView:
+    """A leg's facts and the findings of that side alone, linked to its own events."""
     raws = {side: raw}
     findings = [_finding_view(f, side, {side: transcript}, raws, marks)
                 for f in transcript.findings]

@@ -45,10 +45,9 @@ async def pair_list(request: web.Request) -> web.Response:
     size = state.settings.page_size
     page = number(request.query, "page", 1, least=1, most=10**7)
     await state.fresh()
-    rows = await state.run(lambda index: index.page(filters, limit=size,
-                                                    offset=(page - 1) * size))
-    total = await state.run(lambda index: index.count(filters))
-    latest = await state.run(PairIndex.latest)
+    rows, total, latest = await state.run(lambda index: (
+        index.page(filters, limit=size, offset=(page - 1) * size), index.count(filters),
+        index.latest()))
     query = encoded(filters)
     events = f"{base}events?{urlencode({**query, 'after': latest})}" if page == 1 else None
     html = templating.render(
