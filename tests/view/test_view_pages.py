@@ -89,3 +89,23 @@ def test_the_redacted_structural_report_has_no_names_or_values(tmp_path: Path) -
     assert "detail" not in str(page.structural)
     assert "clock" not in str(page.structural)
     assert "missing downstream: clock" in str(page.report)
+
+
+def test_a_single_leg_and_an_unreadable_pair_render_with_what_they_have() -> None:
+    single = build_page(None, Capture(two_calls(keep=1), path=PATH))
+    html = templating.render("pair.html", base="/", recorded=None, page=single, title="t")
+    assert "Not recorded." in html and "No choice 0 on this side." in html
+    unreadable = build_page(Capture(b"<html>nope</html>"), Capture(b""))
+    assert unreadable.verdict == "inconclusive"
+    html = templating.render("pair.html", base="/", recorded=None, page=unreadable, title="t")
+    assert "&lt;html&gt;nope&lt;/html&gt;" in html
+
+
+def test_bytes_after_the_last_event_are_an_incomplete_entry_a_finding_links_to() -> None:
+    body = b'data: {}\n\ndata: {"cut'
+    events, total = raw_events(Capture(body), "downstream")
+    assert (total, [(e.ordinal, e.offset, e.kind, e.data) for e in events]) == (
+        2, [(0, 0, "message", "{}"), (1, 10, "incomplete", 'data: {"cut')])
+    page = build_page(None, Capture(body, path=PATH))
+    cut = next(f for f in page.findings if f.code == "SSE_INCOMPLETE_EVENT")
+    assert cut.links == {"downstream": "downstream-event-1"}

@@ -155,7 +155,9 @@ def build_page(upstream: Capture | None, downstream: Capture | None, *,
 
 
 def raw_events(capture: Capture, side: str) -> tuple[list[RawEvent], int]:
-    """A leg's frames as the framing decoded them (at most MAX_EVENTS), and how many there are."""
+    """A leg's frames as the framing decoded them (at most MAX_EVENTS), then the bytes after
+    the last whole frame as an `incomplete` entry (what a cut capture or an unreadable body
+    holds), and how many entries there are."""
     try:
         body = decode_content(capture.body, capture.content_encoding)
     except EncodingError:
@@ -166,10 +168,16 @@ def raw_events(capture: Capture, side: str) -> tuple[list[RawEvent], int]:
         return [_raw(side, 0, 0, "body", text)], 1
     shown: list[RawEvent] = []
     total = 0
-    for ordinal, offset, kind, data in _frames(STREAM_FRAMINGS[framing](body)):
+    frames = STREAM_FRAMINGS[framing](body)
+    for ordinal, offset, kind, data in _frames(frames):
         total += 1
         if len(shown) < MAX_EVENTS:
             shown.append(_raw(side, ordinal, offset, kind, data))
+    cut = frames.cut()
+    if cut is not None and cut.length:
+        tail = body[cut.offset : cut.offset + cut.length].decode("utf-8", "replace")
+        shown.append(_raw(side, total, cut.offset, "incomplete", tail))
+        total += 1
     return shown, total
 
 
