@@ -6,22 +6,23 @@ The demo starts four things on 127.0.0.1, on ports the system picks:
                   and clock({"zone":"UTC"}), streamed in fragments, then usage and [DONE]
   fake gateway    relays faithfully, or injects one known defect when a request carries
                   `X-Fake-Gateway-Defect: <name>` (each reproduces a public bug report); with
-                  `X-Fake-Gateway-Translate: anthropic|responses|ollama|converse` it translates,
-                  as LiteLLM's routes do, and the provider answers in that dialect
+                  `X-Fake-Gateway-Translate: anthropic|responses|ollama|converse|gemini|
+                  bedrock-invoke` it translates, as LiteLLM's routes do, and the provider
+                  answers in that dialect
   calltap         front and back, exactly as `calltap serve` runs them beside a real gateway:
                   client -> front -> gateway -> back -> provider
   a client        sends a faithful text request, a faithful tool-call request, one tool-call
                   request per defect, then tool-call requests through the translating gateway
-                  (faithful on every route, and losing a call via Anthropic Messages, Ollama and
-                  Bedrock Converse), and waits for calltap to compare each pair
+                  (faithful on every route, and losing the second call on every route), and
+                  waits for calltap to compare each pair
 
 For each request it prints the request id (the capture's directory name), the defect injected,
 what calltap should report, what it reported, and whether that matched. Faithful and cosmetic
 relays (rewritten ids, re-cut fragments, stripped headers, a retried upstream) must compare
 `equal`; every lossy defect must be `diverged` with its code (TOOL_CALLS_DROPPED, DONE_MISSING, …).
-A translated pair crosses dialects (Anthropic Messages, OpenAI Responses, Ollama's NDJSON or
-Bedrock Converse's binary event stream upstream, Chat Completions downstream) and is compared by
-meaning all the same.
+A translated pair crosses dialects (Anthropic Messages, OpenAI Responses, Ollama's NDJSON, Bedrock
+Converse's binary event stream, Gemini's SSE or Anthropic events in Bedrock's event stream
+upstream, Chat Completions downstream) and is compared by meaning all the same.
 
 Exit status: 0 when every defect was caught and every faithful pair was equal, 1 otherwise.
 Needs no configuration and no network. The captures and calltap's own JSON log (calltap.log) go
@@ -93,9 +94,14 @@ SCENARIOS = (
     Scenario("via OpenAI Responses", TOOLS_REQUEST, FAITHFUL, "responses"),
     Scenario("via Ollama", TOOLS_REQUEST, FAITHFUL, "ollama"),
     Scenario("via Bedrock Converse", TOOLS_REQUEST, FAITHFUL, "converse"),
+    Scenario("via Gemini", TOOLS_REQUEST, FAITHFUL, "gemini"),
+    Scenario("via Anthropic on Bedrock", TOOLS_REQUEST, FAITHFUL, "bedrock-invoke"),
     Scenario("via Anthropic Messages", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "anthropic"),
+    Scenario("via OpenAI Responses", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "responses"),
     Scenario("via Ollama", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "ollama"),
     Scenario("via Bedrock Converse", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "converse"),
+    Scenario("via Gemini", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "gemini"),
+    Scenario("via Anthropic on Bedrock", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "bedrock-invoke"),
 )
 
 

@@ -118,8 +118,8 @@ def event(payload: dict[str, Any]) -> bytes:
     return b"event: %s\ndata: %s\n\n" % (payload["type"].encode(), orjson.dumps(payload))
 
 
-def stream_events(reply: Answer, view: dict[str, Any]) -> list[bytes]:
-    """The answer as Messages stream events, `message_stop` last; each item is one whole event."""
+def stream_payloads(reply: Answer, view: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer as Messages stream events' payloads, `message_stop` last."""
     message = {
         "id": message_id(reply),
         "type": "message",
@@ -158,7 +158,12 @@ def stream_events(reply: Answer, view: dict[str, Any]) -> list[bytes]:
         }
     )
     payloads.append({"type": "message_stop"})
-    return [event(payload) for payload in payloads]
+    return payloads
+
+
+def stream_events(reply: Answer, view: dict[str, Any]) -> list[bytes]:
+    """The answer as Messages stream events, `message_stop` last; each item is one whole event."""
+    return [event(payload) for payload in stream_payloads(reply, view)]
 
 
 def json_body(reply: Answer, view: dict[str, Any]) -> bytes:

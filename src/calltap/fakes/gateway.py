@@ -18,11 +18,14 @@ An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped err
 that breaks mid-body gets the client's connection aborted, with no ending made up.
 
 A client asks for a translating gateway with
-`X-Fake-Gateway-Translate: anthropic|responses|ollama|converse` (consumed, never forwarded): a
-`POST /v1/chat/completions` is translated into an Anthropic Messages, OpenAI Responses, Ollama or
-Bedrock Converse request and sent to the upstream's `/v1/messages`, `/v1/responses`, `/api/chat`
-or `/model/{model}/converse-stream` (`/converse` when the client did not ask to stream), and the
-answer, stream (SSE, NDJSON or AWS event stream, read by `calltap.fakes.frames`) or JSON, is
+`X-Fake-Gateway-Translate: anthropic|responses|ollama|converse|gemini|bedrock-invoke` (consumed,
+never forwarded): a `POST /v1/chat/completions` is translated into an Anthropic Messages, OpenAI
+Responses, Ollama, Bedrock Converse, Gemini or Anthropic-on-Bedrock request and sent to the
+upstream's `/v1/messages`, `/v1/responses`, `/api/chat`, `/model/{model}/converse-stream`,
+`/v1beta/models/{model}:streamGenerateContent?alt=sse` or
+`/model/{model}/invoke-with-response-stream` (`/converse`, `:generateContent`, `/invoke` when the
+client did not ask to stream), and the answer, stream (SSE, NDJSON or AWS event stream, read by
+`calltap.fakes.frames`) or JSON, is
 translated back into Chat Completions the way LiteLLM does it (see `calltap.fakes.translate`). A
 translation combines with any defect: stream defects apply to the translated chunks,
 `strip-headers` forwards no client header (the provider's own `anthropic-version` is still sent),

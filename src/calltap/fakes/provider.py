@@ -15,9 +15,15 @@ one `function_call` item per call, `response.completed`). A request with `"strea
 stream, any other a JSON body.
 
 It answers `POST /api/chat` as Ollama (`calltap.fakes.ollama_chat`: NDJSON lines, each call whole,
-a `done: true` line; it streams unless `"stream": false`), and `POST /model/{id}/converse-stream`
+a `done: true` line; it streams unless `"stream": false`); `POST /model/{id}/converse-stream`
 and `/model/{id}/converse` as Bedrock Converse (`calltap.fakes.bedrock_converse`: AWS event stream
-messages, or the whole JSON body; the path says which).
+messages, or the whole JSON body; the path says which);
+`POST /model/{id}/invoke-with-response-stream` and `/model/{id}/invoke` as Anthropic on Bedrock
+(`calltap.fakes.bedrock_anthropic`: Messages events in base64 `chunk` messages, or the Messages
+body); and the Gemini API's and Vertex AI's
+`…/models/{model}:streamGenerateContent` and `:generateContent` as Google Gemini
+(`calltap.fakes.gemini`: SSE with `?alt=sse`, a JSON array written progressively without it, or
+one object). A model named in the path is the model the answer names.
 
 What the model says comes from `calltap.fakes.model`: one parallel call per offered tool with
 arguments built from the tool's schema, else a text answer; the same question asked in any dialect
@@ -36,7 +42,7 @@ import hashlib
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -46,7 +52,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from calltap.fakes import anthropic_messages, bedrock_converse, ollama_chat, openai_responses
+from calltap.fakes import (
+    anthropic_messages,
+    bedrock_anthropic,
+    bedrock_converse,
+    gemini,
+    ollama_chat,
+    openai_responses,
+)
 from calltap.fakes.model import (
     CREATED,
     DEFAULT_MODEL,
@@ -65,6 +78,9 @@ __all__ = [
     "CREATED",
     "DEFAULT_MODEL",
     "DIALECTS",
+    "GEMINI_PATHS",
+    "INVOKE_PATH",
+    "INVOKE_STREAM_PATH",
     "MESSAGES_PATH",
     "MODELS_PATH",
     "OLLAMA_PATH",
@@ -93,6 +109,9 @@ OLLAMA_PATH = ollama_chat.PATH
 CONVERSE_STREAM_PATH = bedrock_converse.STREAM_PATH
 CONVERSE_PATH = bedrock_converse.PATH
 """The Converse routes, `{model}` standing for the model id."""
+INVOKE_STREAM_PATH = bedrock_anthropic.STREAM_PATH
+INVOKE_PATH = bedrock_anthropic.PATH
+GEMINI_PATHS = gemini.PATHS
 SSE_TYPE = "text/event-stream; charset=utf-8"
 MODELS_PATH = "/v1/models"
 SYSTEM_FINGERPRINT = "fp_c0ffee0a11"
@@ -242,16 +261,52 @@ class Dialect:
     error: Callable[[str], bytes]
     streams: Callable[[dict[str, Any]], bool] = asks_to_stream
     """Whether a request gets a stream (from its body; a Bedrock route decides by path)."""
-    media_type: str = SSE_TYPE
-    """The Content-Type of a stream."""
+    media_type: str | Callable[[Mapping[str, str]], str] = SSE_TYPE
+    """The Content-Type of a stream, or how the request's query decides it (Gemini's `alt`)."""
     headers: Callable[[bytes], dict[str, str]] = request_id_headers
     """The provider's own response headers, from the request body."""
+
+    def stream_type(self, query: Mapping[str, str]) -> str:
+        media_type = self.media_type
+        return media_type if isinstance(media_type, str) else media_type(query)
 
 
 def _chat_stream(reply: Answer, request: dict[str, Any]) -> list[bytes]:
     options = request.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     return stream_events(reply, include_usage=include_usage)
+
+
+def _by_path(path: str) -> Callable[[dict[str, Any]], bool]:
+    """A route that streams or not by its path, whatever the body says."""
+    streaming = path.endswith(("-stream", gemini.STREAM_SUFFIX))
+    return lambda request: streaming
+
+
+def _invoke(path: str) -> Dialect:
+    return Dialect(
+        path,
+        bedrock_anthropic.chat_view,
+        bedrock_anthropic.stream_events,
+        bedrock_anthropic.json_body,
+        bedrock_converse.error_body,
+        _by_path(path),
+        bedrock_anthropic.MEDIA_TYPE,
+        amazon_request_id_headers,
+    )
+
+
+def _gemini(path: str) -> Dialect:
+    return Dialect(
+        path,
+        gemini.chat_view,
+        gemini.stream_events,
+        gemini.json_body,
+        gemini.error_body,
+        _by_path(path),
+        gemini.media_type,
+        no_headers,
+    )
 
 
 def _converse(path: str, streams: Callable[[dict[str, Any]], bool]) -> Dialect:
@@ -297,6 +352,9 @@ DIALECTS = {
         ),
         _converse(CONVERSE_STREAM_PATH, bedrock_converse.streams_always),
         _converse(CONVERSE_PATH, bedrock_converse.streams_never),
+        _invoke(INVOKE_STREAM_PATH),
+        _invoke(INVOKE_PATH),
+        *(_gemini(path) for path in GEMINI_PATHS),
     )
 }
 """Every endpoint the provider answers, by route."""
@@ -367,6 +425,9 @@ class FakeProvider(LoopbackServer):
             view = dialect.chat_view(parsed)
         except ValueError as error:
             return self._whole(dialect, exchange, 400, dialect.error(str(error)))
+        view["query"] = dict(request.query)
+        if view.get("model") is None and "model" in request.match_info:
+            view["model"] = request.match_info["model"]
         reply = answer(body, view, text_events=self.text_events)
         if not dialect.streams(parsed):
             return self._whole(dialect, exchange, 200, dialect.whole(reply, view))
@@ -386,11 +447,12 @@ class FakeProvider(LoopbackServer):
     async def _stream(
         self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes]
     ) -> web.StreamResponse:
+        media_type = dialect.stream_type(request.query)
         response = web.StreamResponse(status=200)
-        response.headers["Content-Type"] = dialect.media_type
+        response.headers["Content-Type"] = media_type
         response.headers["Cache-Control"] = "no-cache"
         response.headers.update(dialect.headers(exchange.request_body))
-        timestamps = self.timestamps and dialect.media_type == SSE_TYPE
+        timestamps = self.timestamps and media_type == SSE_TYPE
         exchange.status = 200
         exchange.response_headers = CIMultiDict(response.headers)
         await response.prepare(request)

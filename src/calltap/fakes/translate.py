@@ -2,8 +2,10 @@
 
 A client speaks OpenAI Chat Completions; the gateway calls a provider that speaks Anthropic
 Messages (`anthropic`), OpenAI Responses (`responses`), Ollama (`ollama`,
-`calltap.fakes.translate_ollama`) or Bedrock Converse (`converse`,
-`calltap.fakes.translate_converse`) and hands the client Chat Completions back, the way LiteLLM's
+`calltap.fakes.translate_ollama`), Bedrock Converse (`converse`,
+`calltap.fakes.translate_converse`), Google Gemini (`gemini`, `calltap.fakes.translate_gemini`) or
+Anthropic Messages on Bedrock's InvokeModel (`bedrock-invoke`, `calltap.fakes.translate_invoke`)
+and hands the client Chat Completions back, the way LiteLLM's
 routes do it (as measured against LiteLLM 1.108.7):
 
 - the request: `calltap.fakes.translate_request`;
@@ -37,6 +39,14 @@ from calltap.codes import Code
 from calltap.fakes.chat_answer import ChatTranslation, completion, keep_calls, usage
 from calltap.fakes.defects import Defect, Payload
 from calltap.fakes.translate_converse import FromConverse, converse_as_completion
+from calltap.fakes.translate_gemini import (
+    FromGemini,
+    gemini_as_completion,
+    gemini_headers,
+    gemini_path,
+    to_gemini,
+)
+from calltap.fakes.translate_invoke import invoke_path, to_invoke, unwrap
 from calltap.fakes.translate_ollama import FromOllama, ollama_as_completion
 from calltap.fakes.translate_request import (
     converse_path,
@@ -114,6 +124,14 @@ class FromMessages(ChatTranslation):
         if kind == "error":
             return [{"error": payload.get("error") or payload}]
         return []
+
+
+class FromInvoke(FromMessages):
+    """Anthropic Messages events inside Bedrock `chunk` messages, as Chat Completions chunks."""
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        event = unwrap(payload)
+        return super().feed(event) if event is not None else []
 
 
 class FromResponses(ChatTranslation):
@@ -270,6 +288,15 @@ TARGETS = {
             _bearer_headers,
             FromConverse,
             converse_as_completion,
+        ),
+        Target("gemini", gemini_path, to_gemini, gemini_headers, FromGemini, gemini_as_completion),
+        Target(
+            "bedrock-invoke",
+            invoke_path,
+            lambda chat: to_invoke(to_messages(chat)),
+            _bearer_headers,
+            FromInvoke,
+            message_as_completion,
         ),
     )
 }

@@ -28,7 +28,7 @@ DEFAULT_MAX_TOKENS = 4096
 TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 
 
-def _texts(content: Any) -> list[str]:
+def text_parts(content: Any) -> list[str]:
     """The text of a message's content: a string, or its text parts."""
     if isinstance(content, str):
         return [content] if content else []
@@ -43,7 +43,7 @@ def _texts(content: Any) -> list[str]:
     ]
 
 
-def _functions(chat: dict[str, Any]) -> list[dict[str, Any]]:
+def functions(chat: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         tool["function"]
         for tool in chat.get("tools") or ()
@@ -53,7 +53,7 @@ def _functions(chat: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _tool_calls(message: dict[str, Any]) -> list[tuple[Any, Any, str]]:
+def tool_calls(message: dict[str, Any]) -> list[tuple[Any, Any, str]]:
     """An assistant message's tool calls as (id, name, arguments text)."""
     calls = []
     for call in message.get("tool_calls") or ():
@@ -65,7 +65,7 @@ def _tool_calls(message: dict[str, Any]) -> list[tuple[Any, Any, str]]:
     return calls
 
 
-def _decoded(arguments: str) -> Any:
+def decoded(arguments: str) -> Any:
     try:
         return orjson.loads(arguments)
     except orjson.JSONDecodeError:
@@ -117,7 +117,7 @@ def _in_blocks(
         if not isinstance(message, dict):
             continue
         role = message.get("role")
-        texts = _texts(message.get("content"))
+        texts = text_parts(message.get("content"))
         blocks = [shapes.text(text) for text in texts]
         if role in ("system", "developer"):
             system += blocks
@@ -127,8 +127,8 @@ def _in_blocks(
             )
         elif role == "assistant":
             blocks += [
-                shapes.tool_use(id_, name, _decoded(arguments))
-                for id_, name, arguments in _tool_calls(message)
+                shapes.tool_use(id_, name, decoded(arguments))
+                for id_, name, arguments in tool_calls(message)
             ]
             _append(messages, "assistant", blocks)
         else:
@@ -150,7 +150,7 @@ def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
             "description": function.get("description", ""),
             "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
         }
-        for function in _functions(chat)
+        for function in functions(chat)
     ]
     if tools:
         request["tools"] = tools
@@ -182,7 +182,7 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(message, dict):
             continue
         role = message.get("role")
-        texts = _texts(message.get("content"))
+        texts = text_parts(message.get("content"))
         if role == "tool":
             items.append(
                 {
@@ -197,7 +197,7 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
                 items.append({"type": "message", "role": "assistant", "content": content})
             items += [
                 {"type": "function_call", "call_id": id_, "name": name, "arguments": arguments}
-                for id_, name, arguments in _tool_calls(message)
+                for id_, name, arguments in tool_calls(message)
             ]
         elif isinstance(role, str):
             content = [{"type": "input_text", "text": text} for text in texts]
@@ -210,7 +210,7 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
             "description": function.get("description", ""),
             "parameters": function.get("parameters") or {"type": "object", "properties": {}},
         }
-        for function in _functions(chat)
+        for function in functions(chat)
     ]
     if tools:
         request["tools"] = tools
@@ -234,17 +234,18 @@ def to_ollama(chat: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             continue
         role = "system" if message["role"] == "developer" else message["role"]
-        entry: dict[str, Any] = {"role": role, "content": "".join(_texts(message.get("content")))}
-        calls = _tool_calls(message) if role == "assistant" else []
+        content = "".join(text_parts(message.get("content")))
+        entry: dict[str, Any] = {"role": role, "content": content}
+        calls = tool_calls(message) if role == "assistant" else []
         if calls:
             entry["tool_calls"] = [
-                {"function": {"name": name, "arguments": _decoded(arguments)}}
+                {"function": {"name": name, "arguments": decoded(arguments)}}
                 for _, name, arguments in calls
             ]
         messages.append(entry)
     request: dict[str, Any] = {"model": chat.get("model"), "messages": messages}
     request["stream"] = chat.get("stream") is True
-    tools = [{"type": "function", "function": function} for function in _functions(chat)]
+    tools = [{"type": "function", "function": function} for function in functions(chat)]
     if tools:
         request["tools"] = tools
     options: dict[str, Any] = {}
@@ -310,7 +311,7 @@ def _tool_config(chat: dict[str, Any]) -> dict[str, Any]:
                 },
             }
         }
-        for function in _functions(chat)
+        for function in functions(chat)
     ]
     if not tools:
         return {}
