@@ -146,7 +146,7 @@ def test_max_tokens_translated_as_stop_is_finish_reason_changed_and_as_length_is
     assert as_stop.verdict == "diverged"
     assert codes(as_stop) == {Code.FINISH_REASON_CHANGED, Code.TOOL_CALL_IDS_REMAPPED}
     changed = next(f for f in as_stop.findings if f.code is Code.FINISH_REASON_CHANGED)
-    assert changed.detail == "max_tokens -> stop"
+    assert changed.detail == "max_tokens (length) -> stop"
     assert compare(upstream, read(chat_translation(finish_reason="length"))).verdict == "equal"
 
 
@@ -211,3 +211,23 @@ def test_an_anthropic_error_event_lost_in_translation_is_error_dropped() -> None
     )
     assert comparison.verdict == "diverged"
     assert codes(comparison) == {Code.ERROR_DROPPED}
+
+
+def test_ollama_stop_after_calls_forwarded_as_stop_names_both_meanings():
+    """Ollama says `stop` after tool calls, which means tool_calls; a gateway that forwards the
+    word changes the meaning, and the finding says so rather than "stop -> stop"."""
+    calls = [{"function": {"name": name, "arguments": json.loads(arguments)}}
+             for name, arguments in CALLS]
+    lines = [
+        {"model": "llama3.1", "message": {"role": "assistant", "content": "".join(TEXT),
+                                          "tool_calls": calls}, "done": False},
+        {"model": "llama3.1", "message": {"role": "assistant", "content": ""}, "done": True,
+         "done_reason": "stop", "prompt_eval_count": 72, "eval_count": 41},
+    ]
+    upstream = transcribe(Capture(b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+                                  path="/api/chat", content_type="application/x-ndjson"))
+
+    comparison = compare(upstream, read(chat_translation(finish_reason="stop")))
+
+    changed = next(f for f in comparison.findings if f.code is Code.FINISH_REASON_CHANGED)
+    assert changed.detail == "stop (tool_calls) -> stop"

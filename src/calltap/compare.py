@@ -190,11 +190,19 @@ def _compare_choice(up: Choice, down: Choice, downstream: Transcript) -> list[Fi
                 "downstream",
                 index,
                 position=down.finish_position or downstream.end_position,
-                detail=f"{up.raw_finish_reason} -> {down.raw_finish_reason}",
+                detail=f"{_reason_said(up)} -> {_reason_said(down)}",
             )
         )
     findings.extend(_compare_calls(up, down, downstream))
     return findings
+
+
+def _reason_said(choice: Choice) -> str:
+    """The finish reason as the side wrote it, with its normalized meaning when that differs:
+    Ollama's `stop` after tool calls reads "stop (tool_calls)", so that a change of meaning
+    between two identical words is not reported as "stop -> stop"."""
+    raw, meaning = choice.raw_finish_reason, choice.finish_reason
+    return f"{raw}" if meaning is None or raw == meaning else f"{raw} ({meaning})"
 
 
 def _text_difference(up: str, down: str) -> str:
