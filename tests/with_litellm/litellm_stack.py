@@ -42,6 +42,18 @@ MASTER_KEY = "sk-calltap-litellm-master"
 """LiteLLM refuses to serve without a master key; the client sends it as its bearer token."""
 OPENAI_MODEL = "gpt-4o-mini"
 ANTHROPIC_MODEL = "claude-fake"
+GEMINI_MODEL = "gemini-fake"
+OLLAMA_MODEL = "ollama-fake"
+CONVERSE_MODEL = "bedrock-converse-fake"
+INVOKE_MODEL = "bedrock-invoke-fake"
+BEDROCK_MODEL_ID = "anthropic.claude-3-5-sonnet-20241022-v2:0"
+FAKE_AWS = {
+    "aws_access_key_id": "AKIDCALLTAPFAKE00000",
+    "aws_secret_access_key": "calltap-fake-secret-access-key-0000000000",
+    "aws_region_name": "us-east-1",
+}
+"""Credentials LiteLLM signs its Bedrock requests with: any well-formed pair will do, since the
+fake provider behind calltap checks no signature."""
 READY_PATH = "/health/readiness"
 READY_TIMEOUT = 90.0
 LOG_TAIL = 6000
@@ -125,7 +137,8 @@ def free_port() -> int:
 
 
 def litellm_config(back_url: str, forward_headers: bool) -> dict[str, Any]:
-    """One OpenAI model and one Anthropic model, both served by calltap's back."""
+    """One model per route, every one served by calltap's back: OpenAI, Anthropic, Gemini,
+    Ollama, Bedrock Converse and Anthropic on Bedrock's InvokeModel."""
     return {
         "model_list": [
             {
@@ -144,12 +157,28 @@ def litellm_config(back_url: str, forward_headers: bool) -> dict[str, Any]:
                     "api_key": "sk-ant-provider-fake",
                 },
             },
+            *translated_routes(back_url),
         ],
         "general_settings": {
             "master_key": MASTER_KEY,
             "forward_client_headers_to_llm_api": forward_headers,
         },
     }
+
+
+def translated_routes(back_url: str) -> list[dict[str, Any]]:
+    """LiteLLM's `gemini/`, `ollama_chat/`, `bedrock/` (Converse) and `bedrock/invoke/` routes,
+    each pointed at calltap's back by `api_base` (LiteLLM appends each provider's own path)."""
+    routes = [
+        (GEMINI_MODEL, {"model": "gemini/gemini-2.0-flash", "api_base": f"{back_url}/v1beta",
+                        "api_key": "fake-gemini-key"}),
+        (OLLAMA_MODEL, {"model": "ollama_chat/llama3.1", "api_base": back_url}),
+        (CONVERSE_MODEL, {"model": f"bedrock/{BEDROCK_MODEL_ID}", "api_base": back_url,
+                          **FAKE_AWS}),
+        (INVOKE_MODEL, {"model": f"bedrock/invoke/{BEDROCK_MODEL_ID}", "api_base": back_url,
+                        **FAKE_AWS}),
+    ]
+    return [{"model_name": name, "litellm_params": params} for name, params in routes]
 
 
 async def start_litellm(directory: Path, port: int, config: dict[str, Any], *,

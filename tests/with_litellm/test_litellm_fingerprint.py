@@ -15,8 +15,12 @@ import pytest
 from litellm_stack import (
     ANTHROPIC_MODEL,
     CLOCK,
+    CONVERSE_MODEL,
+    GEMINI_MODEL,
     INDEXES_RENUMBERED,
+    INVOKE_MODEL,
     MESSAGES_PATH,
+    OLLAMA_MODEL,
     OPENAI_MODEL,
     PARALLEL_CALLS,
     STREAM,
@@ -88,3 +92,25 @@ async def test_concurrent_anthropic_requests_pair_across_dialects(fingerprint: S
         upstream = fingerprint.request_body(one, "upstream")
         assert upstream["system"] and "max_tokens" in upstream
         assert texts[one.request_id] in orjson.dumps(upstream["messages"]).decode()
+
+
+async def test_translated_routes_pair_by_fingerprint_concurrently(fingerprint: Stack) -> None:
+    """Gemini, Ollama, Converse and InvokeModel requests at once, each with its own question:
+    the fingerprint reads each provider's request shape, so each finds its own front leg."""
+    routes = {GEMINI_MODEL: "Lagos", OLLAMA_MODEL: "Hanoi", CONVERSE_MODEL: "Cusco",
+              INVOKE_MODEL: "Tromso"}
+    sent = await asyncio.gather(*(
+        fingerprint.chat(f"fp-route-{model}", model=model,
+                         messages=question(f"What is the weather in {city}?"),
+                         tools=[WEATHER, CLOCK], **STREAM)
+        for model, city in routes.items()
+    ))
+
+    for one, model in zip(sent, routes, strict=True):
+        cosmetic = INDEXES_RENUMBERED if model == INVOKE_MODEL else frozenset()
+        assert one.pair["pairing"] == "fingerprint"
+        assert one.pair["comparison"]["verdict"] == "equal", one.pair["comparison"]
+        assert {f["code"] for f in one.pair["comparison"]["findings"]} == cosmetic
+        assert one.reply.calls() == PARALLEL_CALLS
+        assert routes[model].encode() in orjson.dumps(fingerprint.request_body(one, "upstream"))
+    assert fingerprint.log.lines("pair.orphaned") == []

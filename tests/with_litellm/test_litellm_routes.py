@@ -1,0 +1,140 @@
+"""calltap around LiteLLM's translating routes: `gemini/`, `ollama_chat/`, `bedrock/` (Converse)
+and `bedrock/invoke/` (an Anthropic model on InvokeModel), with calltap's fake provider behind
+calltap's back (each route's `api_base`; fake AWS credentials for the SigV4 signature).
+
+On each route the back leg speaks the provider's dialect in its own framing (Gemini's SSE or one
+JSON object, Ollama's NDJSON, Bedrock's binary event stream, Anthropic events inside it) and the
+front leg Chat Completions. LiteLLM re-serializes every answer; a faithful pair must still compare
+`equal`, with at most the cosmetic renumbering of calls on the Anthropic stream (its tool blocks
+follow a text block). The tests check the route LiteLLM really took (the provider's path and the
+request shape) so that a LiteLLM that changed route would not pass silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from litellm_stack import (
+    BEDROCK_MODEL_ID,
+    CLOCK,
+    CONVERSE_MODEL,
+    GEMINI_MODEL,
+    INDEXES_RENUMBERED,
+    INVOKE_MODEL,
+    OLLAMA_MODEL,
+    PARALLEL_CALLS,
+    STREAM,
+    WEATHER,
+    Stack,
+    question,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+GEMINI_BASE = "/v1beta/models/gemini-2.0-flash"
+
+
+def upstream_request(stack: Stack, request_id: str) -> dict[str, Any]:
+    (path,) = stack.tap.recordings.glob(f"*/{request_id}/upstream.request")
+    return orjson.loads(path.read_bytes())
+
+
+async def parallel_calls(stack: Stack, request_id: str, model: str, stream: bool) -> Any:
+    sent = await stack.chat(request_id, model=model, messages=question(),
+                            tools=[WEATHER, CLOCK], **(STREAM if stream else {}))
+    assert sent.reply.calls() == PARALLEL_CALLS
+    assert sent.reply.finish_reason == "tool_calls"
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("stream", "path", "framing"),
+    [(True, f"{GEMINI_BASE}:streamGenerateContent", "sse"),
+     (False, f"{GEMINI_BASE}:generateContent", "json")],
+    ids=["stream", "json"],
+)
+async def test_gemini_route_is_equal(forwarding: Stack, stream: bool, path: str,
+                                     framing: str) -> None:
+    request_id = f"route-gemini-{framing}"
+    sent = await parallel_calls(forwarding, request_id, GEMINI_MODEL, stream)
+
+    forwarding.expect_faithful(sent, pairing="header", upstream_path=path,
+                               upstream_dialect="google.gemini")
+    assert sent.pair["comparison"]["upstream"]["framing"] == framing
+    upstream = sent.pair["legs"]["upstream"]
+    assert upstream["request_headers"]["x-goog-api-key"] == "[redacted]"
+    request = upstream_request(forwarding, request_id)
+    (tool,) = request["tools"]
+    declarations = tool.get("function_declarations") or tool.get("functionDeclarations")
+    assert [declaration["name"] for declaration in declarations] == ["weather", "clock"]
+
+
+@pytest.mark.parametrize(("stream", "framing"), [(True, "ndjson"), (False, "json")],
+                         ids=["stream", "json"])
+async def test_ollama_chat_route_is_equal(forwarding: Stack, stream: bool, framing: str) -> None:
+    request_id = f"route-ollama-{framing}"
+    sent = await parallel_calls(forwarding, request_id, OLLAMA_MODEL, stream)
+
+    forwarding.expect_faithful(sent, pairing="header", upstream_path="/api/chat",
+                               upstream_dialect="ollama.chat")
+    assert sent.pair["comparison"]["upstream"]["framing"] == framing
+    request = upstream_request(forwarding, request_id)
+    assert (request["model"], request["stream"]) == ("llama3.1", stream)
+
+
+@pytest.mark.parametrize(
+    ("stream", "suffix", "framing"),
+    [(True, "converse-stream", "eventstream"), (False, "converse", "json")],
+    ids=["stream", "json"],
+)
+async def test_bedrock_converse_route_is_equal(forwarding: Stack, stream: bool, suffix: str,
+                                               framing: str) -> None:
+    request_id = f"route-converse-{framing}"
+    sent = await parallel_calls(forwarding, request_id, CONVERSE_MODEL, stream)
+
+    forwarding.expect_faithful(sent, pairing="header",
+                               upstream_path=f"/model/{BEDROCK_MODEL_ID}/{suffix}",
+                               upstream_dialect="bedrock.converse")
+    assert sent.pair["comparison"]["upstream"]["framing"] == framing
+    headers = sent.pair["legs"]["upstream"]["request_headers"]
+    assert headers["authorization"] == "[redacted]", "LiteLLM signs with SigV4"
+    assert "x-amz-date" in headers
+    request = upstream_request(forwarding, request_id)
+    names = [tool["toolSpec"]["name"] for tool in request["toolConfig"]["tools"]]
+    assert names == ["weather", "clock"]
+
+
+@pytest.mark.parametrize(
+    ("stream", "suffix", "framing", "cosmetic"),
+    [(True, "invoke-with-response-stream", "eventstream", INDEXES_RENUMBERED),
+     (False, "invoke", "json", frozenset())],
+    ids=["stream", "json"],
+)
+async def test_bedrock_invoke_anthropic_route_is_equal(
+    forwarding: Stack, stream: bool, suffix: str, framing: str, cosmetic: frozenset[str]
+) -> None:
+    request_id = f"route-invoke-{framing}"
+    sent = await parallel_calls(forwarding, request_id, INVOKE_MODEL, stream)
+
+    forwarding.expect_faithful(sent, pairing="header",
+                               upstream_path=f"/model/{BEDROCK_MODEL_ID}/{suffix}",
+                               upstream_dialect="anthropic.messages", cosmetic=cosmetic)
+    assert sent.pair["comparison"]["upstream"]["framing"] == framing
+    request = upstream_request(forwarding, request_id)
+    assert request["anthropic_version"] == "bedrock-2023-05-31"
+    assert "model" not in request
+    assert [tool["name"] for tool in request["tools"]] == ["weather", "clock"]
+
+
+@pytest.mark.parametrize("model", [GEMINI_MODEL, OLLAMA_MODEL, CONVERSE_MODEL, INVOKE_MODEL])
+async def test_streamed_text_is_equal_on_every_route(forwarding: Stack, model: str) -> None:
+    sent = await forwarding.chat(f"route-text-{model}", model=model,
+                                 messages=question("Say something."), **STREAM)
+
+    assert sent.reply.text and sent.reply.finish_reason == "stop"
+    comparison = sent.pair["comparison"]
+    assert comparison["verdict"] == "equal", comparison
+    assert comparison["findings"] == []
+    assert forwarding.log.lines("divergence", f"route-text-{model}") == []
