@@ -56,18 +56,24 @@ def stamp(release: str) -> Path:
     return venv(release) / ".installed"
 
 
-def litellm_config(back_url: str, models: dict[str, str]) -> dict[str, Any]:
-    """Every model name in `models` served by calltap's back as the given LiteLLM model."""
+def litellm_config(back_url: str, models: dict[str, str | dict[str, Any]]) -> dict[str, Any]:
+    """Every model name in `models` served by calltap's back: a LiteLLM model string is an
+    OpenAI-compatible route (`api_base` the back's `/v1`); a dict is the route's own
+    `litellm_params`, its `api_base` a path on the back (LiteLLM appends the provider's path)."""
     return {
         "model_list": [
-            {"model_name": name,
-             "litellm_params": {"model": model, "api_base": f"{back_url}/v1",
-                                "api_key": "sk-provider-fake"}}
+            {"model_name": name, "litellm_params": _params(back_url, model)}
             for name, model in models.items()
         ],
         "general_settings": {"master_key": MASTER_KEY,
                              "forward_client_headers_to_llm_api": True},
     }
+
+
+def _params(back_url: str, model: str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(model, str):
+        return {"model": model, "api_base": f"{back_url}/v1", "api_key": "sk-provider-fake"}
+    return {**model, "api_base": back_url + model.get("api_base", "")}
 
 
 @dataclass
@@ -159,7 +165,7 @@ class GatewayStack:
 
 @asynccontextmanager
 async def open_stack(release: str, directory: Path,
-                     models: dict[str, str]) -> AsyncIterator[GatewayStack]:
+                     models: dict[str, str | dict[str, Any]]) -> AsyncIterator[GatewayStack]:
     """Start the fake provider, `calltap serve` and the release's LiteLLM; stop them in reverse
     order."""
     port = free_port()
