@@ -11,6 +11,7 @@ a faithful translation compares `equal` and a translator that loses the second c
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 import pytest
@@ -20,7 +21,14 @@ from hypothesis import strategies as st
 from calltap.codes import Code
 from calltap.compare import compare_captures
 from calltap.dialects import transcribe
-from calltap.fakes import DEFECT_HEADER, FakeGateway, bedrock_converse, ollama_chat
+from calltap.fakes import (
+    DEFECT_HEADER,
+    FakeGateway,
+    bedrock_anthropic,
+    bedrock_converse,
+    gemini,
+    ollama_chat,
+)
 from calltap.fakes import anthropic_messages as messages
 from calltap.fakes import openai_responses as responses
 from calltap.fakes.defects import Relay
@@ -337,6 +345,8 @@ PROVIDER_DIALECTS = {
     "responses": (responses, "text/event-stream"),
     "ollama": (ollama_chat, ollama_chat.MEDIA_TYPE),
     "converse": (bedrock_converse, bedrock_converse.MEDIA_TYPE),
+    "gemini": (gemini, "text/event-stream"),
+    "bedrock-invoke": (bedrock_anthropic, bedrock_anthropic.MEDIA_TYPE),
 }
 """Each target's rendering module in the fake provider, and the media type of its streams."""
 
@@ -345,9 +355,10 @@ def provider_stream(target: str, chat: dict[str, Any]) -> tuple[bytes, str]:
     """What the fake provider streams for a chat request translated for `target`, and its path."""
     translated = TARGETS[target].request(chat)
     module, _ = PROVIDER_DIALECTS[target]
-    view = module.chat_view(translated)
+    path = TARGETS[target].path(chat)
+    view = {**module.chat_view(translated), "query": dict(parse_qsl(urlsplit(path).query))}
     reply = answer(orjson.dumps(translated), view, text_events=8)
-    return b"".join(module.stream_events(reply, view)), TARGETS[target].path(chat)
+    return b"".join(module.stream_events(reply, view)), path
 
 
 def translated(body: bytes, relay: Relay, target: str) -> bytes:
