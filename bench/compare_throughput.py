@@ -9,12 +9,19 @@ positions nothing. calltap does all of that and aims to run at least 1.5 times a
 Prints MB/s (both legs' bytes per second) for each stage of calltap and for the baseline, best of
 a few runs, and the ratio. Run with `python bench/compare_throughput.py`.
 
-Then each other framing's decode throughput on a capture of a few MB, against the naive way:
-NDJSON (Ollama `/api/chat` lines) framed by `calltap.ndjson` with `orjson.loads` per line against
-`body.split(b"\n")` and `json.loads` per line; the AWS event stream (Bedrock ConverseStream
-messages) decoded by `calltap.eventstream` against botocore's `EventStreamBuffer`, both fed the
-64 KiB pieces botocore's own client reads. The target there is a cost per MB within 1.5 times the
-baseline's (a ratio of at least 0.67).
+Then the same for the other two stream framings, each on a pair of captures of a few MB that a
+pass-through gateway would relay (the downstream is the upstream as forwarded):
+- NDJSON: an Ollama `/api/chat` stream (a line per token, then two whole tool calls, then the
+  `done` line with its counts) compared by `compare_captures`, against a naive reducer that splits
+  lines and `json.loads` each, accumulating content, calls, `done_reason` and counts;
+- the AWS event stream: a Bedrock ConverseStream answer (a text block in token-sized deltas, a
+  tool call in fragments, `messageStop`, `metadata`) compared by `compare_captures`, against a
+  naive reducer on botocore's own `EventStreamBuffer` that `json.loads` each payload and
+  accumulates text, tool input fragments, stop reason and usage (what a boto3 user writes).
+The target there is a cost per MB within 1.5 times the naive reducer's (a ratio of at least
+0.67), as for SSE. Each framing's decode alone is printed too: `calltap.ndjson` with `orjson.loads`
+per line against `json.loads` per split line, `calltap.eventstream` against `EventStreamBuffer`,
+both event stream decoders fed the 64 KiB pieces botocore's own client reads.
 """
 
 from __future__ import annotations
@@ -101,7 +108,8 @@ def calltap_compare(upstream: bytes, downstream: bytes) -> str:
 
 
 def ollama_stream(lines: int = 30_000, seed: int = 7) -> bytes:
-    """An Ollama `/api/chat` answer: one compact JSON line per token, then the final line."""
+    """An Ollama `/api/chat` answer: one compact JSON line per token, two whole tool calls, then
+    the final line with the reason and the counts."""
     rng = random.Random(seed)
     chunk = {"model": "llama3.2", "created_at": "", "message": {"role": "assistant", "content": ""}}
     out = []
@@ -109,7 +117,19 @@ def ollama_stream(lines: int = 30_000, seed: int = 7) -> bytes:
         chunk["created_at"] = f"2025-08-04T08:52:{index % 60:02d}.{rng.randrange(10**9):09d}Z"
         chunk["message"]["content"] = rng.choice(WORDS)
         out.append(orjson.dumps({**chunk, "done": False}))
-    final = {**chunk, "done": True, "done_reason": "stop", "eval_count": lines}
+    for name in ("read_file", "run_tests"):
+        arguments = {"path": f"src/{rng.choice(WORDS)}.py", "words": WORDS[:12], "retries": 3}
+        call = {"function": {"name": name, "arguments": arguments}}
+        message = {"role": "assistant", "content": "", "tool_calls": [call]}
+        out.append(orjson.dumps({**chunk, "message": message, "done": False}))
+    final = {
+        **chunk,
+        "message": {"role": "assistant", "content": ""},
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": 4120,
+        "eval_count": lines + 2,
+    }
     return b"\n".join([*out, orjson.dumps(final), b""])
 
 
@@ -123,13 +143,81 @@ def converse_stream(deltas: int = 30_000, seed: int = 7) -> bytes:
         messages.append(event("contentBlockDelta", delta))
     start = {"toolUse": {"toolUseId": "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", "name": "run_tests"}}
     messages.append(event("contentBlockStart", {"start": start, "contentBlockIndex": 1}))
-    for word in WORDS * 20:
-        delta = {"delta": {"toolUse": {"input": json.dumps(word)}}, "contentBlockIndex": 1}
-        messages.append(event("contentBlockDelta", delta))
+    arguments = json.dumps({"path": "tests/test_relay.py", "content": " ".join(WORDS * 20)})
+    for start in range(0, len(arguments), 8):
+        fragment = {"toolUse": {"input": arguments[start : start + 8]}}
+        messages.append(event("contentBlockDelta", {"delta": fragment, "contentBlockIndex": 1}))
     messages.append(event("messageStop", {"stopReason": "tool_use"}))
     usage = {"inputTokens": 4120, "outputTokens": deltas, "totalTokens": 4120 + deltas}
     messages.append(event("metadata", {"usage": usage, "metrics": {"latencyMs": 9000}}))
     return b"".join(messages)
+
+
+def naive_ollama(body: bytes) -> dict[str, Any]:
+    """Text, whole calls, the done reason and the counts of an Ollama stream, the simple way."""
+    text: list[str] = []
+    calls: list[tuple[Any, Any]] = []
+    reason = counts = None
+    for line in body.split(b"\n"):
+        if not line.strip():
+            continue
+        chunk = json.loads(line)
+        message = chunk.get("message") or {}
+        if message.get("content"):
+            text.append(message["content"])
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            calls.append((function.get("name"), function.get("arguments")))
+        if chunk.get("done"):
+            reason = chunk.get("done_reason")
+            counts = (chunk.get("prompt_eval_count"), chunk.get("eval_count"))
+    return {"text": "".join(text), "calls": calls, "finish": reason, "usage": counts}
+
+
+def naive_converse(body: bytes) -> dict[str, Any]:
+    """Text, calls with their joined input, stop reason and usage of a ConverseStream answer, as
+    a boto3 user reads it: botocore's buffer fed the client's pieces, `json.loads` per payload."""
+    text: list[str] = []
+    names: dict[int, str] = {}
+    inputs: defaultdict[int, list[str]] = defaultdict(list)
+    reason = usage = None
+    buffer = EventStreamBuffer()
+    for piece in in_pieces(body):
+        buffer.add_data(piece)
+        for message in buffer:
+            kind = message.headers.get(":event-type")
+            event = json.loads(message.payload)
+            if kind == "contentBlockStart":
+                tool = event["start"].get("toolUse") or {}
+                names[event["contentBlockIndex"]] = tool.get("name")
+            elif kind == "contentBlockDelta":
+                delta = event["delta"]
+                if "text" in delta:
+                    text.append(delta["text"])
+                elif "toolUse" in delta:
+                    inputs[event["contentBlockIndex"]].append(delta["toolUse"]["input"])
+            elif kind == "messageStop":
+                reason = event.get("stopReason")
+            elif kind == "metadata":
+                usage = event.get("usage")
+    calls = {
+        index: (names.get(index), json.loads("".join(parts))) for index, parts in inputs.items()
+    }
+    return {"text": "".join(text), "calls": calls, "finish": reason, "usage": usage}
+
+
+def naive_pair(reduce: Callable[[bytes], dict[str, Any]]) -> Callable[[bytes, bytes], bool]:
+    return lambda upstream, downstream: reduce(upstream) == reduce(downstream)
+
+
+def calltap_pair(path: str, media_type: str) -> Callable[[bytes, bytes], str]:
+    def compared(upstream: bytes, downstream: bytes) -> str:
+        return compare_captures(
+            Capture(upstream, path, content_type=media_type),
+            Capture(downstream, path, content_type=media_type),
+        ).verdict
+
+    return compared
 
 
 def naive_ndjson(body: bytes) -> int:
@@ -194,7 +282,33 @@ def main() -> None:
         print(f"{name:36} {elapsed * 1e3:8.1f} ms  {total_mb / elapsed:7.1f} MB/s")
     ratio = seconds["naive line-split + json.loads"] / seconds["calltap compare_captures"]
     print(f"calltap / naive: {ratio:.2f}x (target {TARGET}x)")
+    framed_pairs()
     framings()
+
+
+def framed_pairs() -> None:
+    """parse + reduce + compare of an NDJSON pair and an event stream pair against the naive
+    reducer of each framing."""
+    for title, body, path, media_type, naive in (
+        ("NDJSON pair, Ollama /api/chat", ollama_stream(), "/api/chat", "application/x-ndjson",
+         naive_ollama),
+        ("event stream pair, ConverseStream", converse_stream(),
+         "/model/us.amazon.nova-pro-v1:0/converse-stream", "application/vnd.amazon.eventstream",
+         naive_converse),
+    ):
+        downstream = bytes(body)
+        stages = {"calltap compare_captures": calltap_pair(path, media_type),
+                  "naive reducer": naive_pair(naive)}
+        verdict = stages["calltap compare_captures"](body, downstream)
+        assert verdict == "equal", verdict
+        assert stages["naive reducer"](body, downstream)
+        size_mb = 2 * len(body) / 1e6
+        print(f"{title}: {size_mb:.1f} MB (both legs); verdict {verdict}; best of {REPEATS}")
+        seconds = best_seconds(stages, body, downstream)
+        for name, elapsed in seconds.items():
+            print(f"{name:36} {elapsed * 1e3:8.1f} ms  {size_mb / elapsed:7.1f} MB/s")
+        ours, baseline = seconds.values()
+        print(f"calltap / naive: {baseline / ours:.2f}x (target at least {FRAMING_TARGET:.2f}x)")
 
 
 def framings() -> None:
