@@ -27,11 +27,12 @@ def test_demo_catches_every_defect_and_exits_0():
     assert result.returncode == 0, result.stdout + result.stderr
     for name in (*DEFECTS, *TRANSLATION_DEFECTS):
         assert name in result.stdout
-    for route in ("Anthropic Messages", "OpenAI Responses", "Ollama", "Bedrock Converse"):
+    routes = ("Anthropic Messages", "OpenAI Responses", "Ollama", "Bedrock Converse", "Gemini",
+              "Anthropic on Bedrock")
+    for route in routes:
         assert f"none (via {route})" in result.stdout
-    for route in ("Anthropic Messages", "Ollama", "Bedrock Converse"):
         assert f"lose-second-tool-use (via {route})" in result.stdout
-    assert len(SCENARIOS) == len(DEFECTS) + 9
+    assert len(SCENARIOS) == len(DEFECTS) + 2 + 2 * len(routes)
     assert f"{len(SCENARIOS)}/{len(SCENARIOS)} as expected" in result.stdout
     assert "MISSED" not in result.stdout
     assert '"event"' not in result.stdout
@@ -55,6 +56,7 @@ def test_demo_keeps_captures_and_log_when_asked(tmp_path: Path):
         "openai.responses",
         "ollama.chat",
         "bedrock.converse",
+        "google.gemini",
     }
     dropped = [line for line in log if line.get("code") == "TOOL_CALLS_DROPPED"]
     assert dropped and all(line["event"] == "divergence" for line in dropped)

@@ -29,8 +29,15 @@ UPSTREAM = {
     "responses": "openai.responses",
     "ollama": "ollama.chat",
     "converse": "bedrock.converse",
+    "gemini": "google.gemini",
+    "bedrock-invoke": "anthropic.messages",
 }
 """The dialect calltap must read on the provider's side of each translation."""
+
+
+def route(path: str) -> str:
+    """A request path as pair.json records it: without its query (Gemini's `?alt=sse`)."""
+    return path.split("?", 1)[0]
 
 
 @dataclass
@@ -76,10 +83,11 @@ def question(n: int) -> dict[str, Any]:
 
 
 def last_user_text(request: dict[str, Any]) -> str:
-    """The last user message's text in a Chat, Messages, Responses, Ollama or Converse request."""
-    last = (request.get("messages") or request.get("input"))[-1]
+    """The last user message's text in a Chat, Messages, Responses, Ollama, Converse or Gemini
+    request."""
+    last = (request.get("messages") or request.get("input") or request.get("contents"))[-1]
     assert last["role"] == "user"
-    content = last["content"]
+    content = last.get("content", last.get("parts"))
     return content if isinstance(content, str) else content[0]["text"]
 
 
@@ -96,7 +104,7 @@ async def test_a_faithful_translation_compares_equal_across_dialects(topology, t
     assert comparison["upstream"]["tool_calls"] == comparison["downstream"]["tool_calls"] == 2
     assert sent.codes <= {Code.TOOL_CALL_IDS_REMAPPED}
     assert sent.pair["pairing"] == "header"
-    assert sent.pair["legs"]["upstream"]["path"] == TARGETS[target].path(request)
+    assert sent.pair["legs"]["upstream"]["path"] == route(TARGETS[target].path(request))
     assert sent.pair["legs"]["downstream"]["path"] == CHAT_PATH
     assert sent.body.endswith(b"data: [DONE]\n\n") is stream
     assert TRANSLATE_HEADER.lower() not in {
@@ -150,7 +158,7 @@ async def test_ten_distinct_requests_without_headers_pair_by_fingerprint(make_to
         assert last_user_text(upstream_request) == last_user_text(downstream_request)
 
 
-@pytest.mark.parametrize("target", ["ollama", "converse"])
+@pytest.mark.parametrize("target", ["ollama", "converse", "gemini", "bedrock-invoke"])
 async def test_whole_answers_without_headers_pair_by_fingerprint(topology, target):
     sent = await send(topology, {**question(7), "stream": False}, target, "strip-headers")
     upstream_request = sent.request("upstream")
@@ -158,8 +166,8 @@ async def test_whole_answers_without_headers_pair_by_fingerprint(topology, targe
     assert sent.pair["pairing"] == "fingerprint"
     assert sent.comparison["verdict"] == "equal"
     assert sent.comparison["upstream"]["tool_calls"] == 2
-    assert sent.pair["legs"]["upstream"]["path"] == TARGETS[target].path(
-        question(7) | {"stream": False}
+    assert sent.pair["legs"]["upstream"]["path"] == route(
+        TARGETS[target].path(question(7) | {"stream": False})
     )
     assert last_user_text(upstream_request) == "Question 7: weather?"
 
