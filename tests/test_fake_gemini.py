@@ -80,11 +80,12 @@ async def test_the_three_shapes_carry_the_same_objects(provider, client):
     events = [payload for _, payload in SSEFrames().feed(sse)]
 
     assert sse.endswith(b"\r\n\r\n") and sse.startswith(b"data: {")
-    assert array.startswith(b"[{") and array.endswith(b"}]")
+    assert array.startswith(b"[{") and array.endswith(b"}\r\n]")
     assert orjson.loads(array) == events
     (only,) = events
     candidate = only["candidates"][0]
     assert candidate["finishReason"] == "STOP"
+    assert candidate["finishMessage"] == "Model generated function call(s)."
     assert [part["functionCall"] for part in candidate["content"]["parts"]] == [
         {"name": name, "args": arguments} for name, arguments in EXPECTED_CALLS
     ]

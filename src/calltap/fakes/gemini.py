@@ -10,18 +10,20 @@ by the same fake model as Chat Completions, so the same question gets the same c
 same arguments. Gemini's schemas may spell types in capitals (`STRING`); they are read as JSON
 Schema's.
 
-The answer is `GenerateContentResponse` objects, as the reference and the `google-genai` SDK's
-fixtures show them: `candidates[0]` with `content{role: "model", parts}` and `index`, a
-`usageMetadata` snapshot (`promptTokenCount`, `candidatesTokenCount`, `totalTokenCount`) on every
-chunk, `modelVersion` and `responseId`:
+The answer is `GenerateContentResponse` objects in the shapes `tests/fixtures/gemini/README.md`
+traces to the Gemini API reference, Google's SDK types and a recorded `gemini-2.5-flash` stream:
+`candidates[0]` with `content{role: "model", parts}` and `index`, a `usageMetadata` snapshot
+(`promptTokenCount`, `candidatesTokenCount`, `totalTokenCount`) on every chunk, `modelVersion`
+and `responseId`:
 - a text answer is one chunk per piece, the last with `finishReason` (`STOP`, `MAX_TOKENS`);
 - a tool answer is one chunk holding every call as a `functionCall{name, args}` part (whole
-  arguments, no fragments, no id), with `finishReason: STOP` (Gemini says STOP after calls too).
+  arguments, no fragments, no id), with `finishReason: STOP` (Gemini says STOP after calls too)
+  and the `finishMessage` the recorded stream has beside it.
 
-`streamGenerateContent?alt=sse` streams each object as an SSE `data:` event ended by CRLF CRLF,
-as Google's servers write them; without `alt=sse` the stream is one JSON array written
-progressively (`[` and the first object, then `,\\r\\n` and each next one, `]` last), served as
-`application/json`. `generateContent` answers one object with every part. A request without
+`streamGenerateContent?alt=sse` streams each object as an SSE `data:` event ended by CRLF CRLF;
+without `alt=sse` the stream is one JSON array written progressively, each element followed by
+`\\r\\n` before the `,` or the closing `]` (`[{…}\\r\\n,{…}\\r\\n]`), served as `application/json`.
+`generateContent` answers one object with every part. A request without
 `contents` is a 400 with Google's `{"error": {code, message, status}}` body.
 """
 
@@ -45,6 +47,7 @@ SSE_TYPE = "text/event-stream"
 ARRAY_TYPE = "application/json; charset=UTF-8"
 FINISH_REASONS = {"tool_calls": "STOP", "stop": "STOP", "length": "MAX_TOKENS"}
 MODES = {"ANY": "required", "NONE": "none"}
+CALLS_MESSAGE = "Model generated function call(s)."
 
 
 def field(value: dict[str, Any], camel: str, snake: str) -> Any:
@@ -130,6 +133,8 @@ def chunk(reply: Answer, parts: list[dict[str, Any]], finish: bool) -> dict[str,
     candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
     if finish:
         candidate["finishReason"] = FINISH_REASONS[reply.finish_reason]
+        if reply.tool_calls:
+            candidate["finishMessage"] = CALLS_MESSAGE
     candidate["index"] = 0
     return {
         "candidates": [candidate],
@@ -170,7 +175,7 @@ def stream_events(reply: Answer, view: dict[str, Any]) -> list[bytes]:
     objects = [orjson.dumps(one) for one in chunks(reply)]
     if view.get("query", {}).get("alt") == "sse":
         return [b"data: " + one + b"\r\n\r\n" for one in objects]
-    return [(b"[" if n == 0 else b",\r\n") + one for n, one in enumerate(objects)] + [b"]"]
+    return [(b"[" if n == 0 else b"\r\n,") + one for n, one in enumerate(objects)] + [b"\r\n]"]
 
 
 def json_body(reply: Answer, view: dict[str, Any]) -> bytes:
