@@ -9,19 +9,23 @@ import pytest
 from aiohttp import web
 from replay_helpers import replay
 
+from calltap.demo import SCENARIOS
 from calltap.fakes import DEFECTS, FakeGateway
 from calltap.fakes.gateway import DEFECT_HEADER, TRANSLATE_HEADER
+from calltap.fakes.translate import LOSE_SECOND_TOOL_USE
 
 LOSSY = [name for name, defect in DEFECTS.items() if defect.verdict == "diverged"]
-TRANSLATED_LOSSY = ["lose-second-tool-use+anthropic", "lose-second-tool-use+ollama",
-                    "lose-second-tool-use+converse"]
+TRANSLATED_LOSSY = [f"{LOSE_SECOND_TOOL_USE.name}+{scenario.translate}" for scenario in SCENARIOS
+                    if scenario.defect is LOSE_SECOND_TOOL_USE]
+"""The demo's translated routes losing the second call: every route it translates to."""
+TRANSLATED_FAITHFUL = ["none+responses", "none+gemini", "none+bedrock-invoke"]
 EXPECTED_CODES = {**{name: {"TOOL_CALLS_DROPPED"} for name in TRANSLATED_LOSSY},
-                  "none+responses": set()}
+                  **{name: set() for name in TRANSLATED_FAITHFUL}}
 FAITHFUL_GATEWAY = f"{DEFECT_HEADER}: none"
 """Sent with the replayed request, the header turns the fake gateway faithful: a fixed gateway."""
 
 
-@pytest.mark.parametrize("name", [*DEFECTS, *TRANSLATED_LOSSY, "none+responses"])
+@pytest.mark.parametrize("name", [*DEFECTS, *TRANSLATED_LOSSY, *TRANSLATED_FAITHFUL])
 async def test_a_recorded_pair_replays_to_the_same_verdict_and_codes(demo_pairs, name):
     replayed = await replay(demo_pairs[name], "--pace", "none", "--json")
     (result,) = replayed.results
