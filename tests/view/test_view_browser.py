@@ -43,7 +43,7 @@ def test_the_list_shows_every_demo_pair_with_its_verdict_and_codes(
         response = page.goto(base)
         assert response.headers["content-security-policy"] == CSP
         rows = page.locator("tr.pair")
-        assert rows.count() == len(pairs) == 20
+        assert rows.count() == len(pairs) == len(SCENARIOS)
         shown = {rows.nth(n).locator("td").nth(1).inner_text():
                  (rows.nth(n).locator(".verdict").inner_text(),
                   set(rows.nth(n).locator(".code").all_inner_texts()))
@@ -62,7 +62,7 @@ def test_filtering_by_a_code_narrows_the_list(page: Any, demo_tree: Path,
         page.wait_for_url(f"**/?verdict=&code={DROPPED}&q=")
         ids = page.locator("tr.pair td:nth-child(2)").all_inner_texts()
         assert sorted(ids) == expected
-        assert 0 < len(ids) < 20
+        assert 0 < len(ids) < len(SCENARIOS)
 
 
 def test_a_dropped_call_s_page_shows_two_calls_up_one_down_and_links_its_event(
@@ -146,5 +146,5 @@ def test_a_remote_view_needs_the_token(browser: Any, demo_tree: Path, tmp_path: 
             extra_http_headers={"Authorization": f"Bearer {token}"})
         page = holder.new_page()
         assert page.goto(base).status == 200
-        assert page.locator("tr.pair").count() == 20
+        assert page.locator("tr.pair").count() == len(SCENARIOS)
         holder.close()
