@@ -28,6 +28,7 @@ from aiohttp.streams import StreamReader
 
 from calltap.config import Config, describe, public_url
 from calltap.proxy.admin import Admin
+from calltap.proxy.browser_view import BrowserView
 from calltap.proxy.capture import Opener, Sink
 from calltap.proxy.comparison import Comparisons
 from calltap.proxy.guard import (
@@ -58,7 +59,6 @@ from calltap.proxy.pairs import Pairs
 from calltap.proxy.recording import RecordingAddon
 from calltap.proxy.relay import Headers, Leg, Upstream, forwardable, relay
 from calltap.recordings import SHUTDOWN
-from calltap.view.server import mount as mount_view
 
 REQUEST_ID = "X-Request-ID"
 HOUSEKEEPING_INTERVAL = 1.0
@@ -87,7 +87,7 @@ class Calltap:
             self.admin: Admin | None = Admin(config.admin, self.health, self.metrics,
                                              protocol_options(config, self.log, "admin"))
             self.addons.append(self.admin)
-            mount_view(self.admin.app, config.recordings, allow_remote=config.allow_remote)
+            self.addons.append(BrowserView(self.admin, config))
         else:
             self.admin = None
         self.addons += addons or []
