@@ -65,7 +65,25 @@ def chat_view(request: dict[str, Any]) -> dict[str, Any]:
     stops = request.get("stop_sequences")
     if isinstance(stops, list) and stops:
         view["stop"] = stops
+    result = tool_result(request.get("messages"))
+    if result is not None:
+        view["messages"] = [{"role": "tool", "content": result}]
     return view
+
+
+def tool_result(messages: list[Any]) -> str | None:
+    """The text of a `tool_result` block ending the conversation (the user's turn that answers a
+    call), so the model can quote it; None when the conversation does not end with one."""
+    last = messages[-1] if messages else None
+    blocks = last.get("content") if isinstance(last, dict) else None
+    block = blocks[-1] if isinstance(blocks, list) and blocks else None
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return None
+    content = block.get("content")
+    if isinstance(content, list):
+        texts = [part.get("text") for part in content if isinstance(part, dict)]
+        content = "".join(text for text in texts if isinstance(text, str))
+    return content if isinstance(content, str) and content else None
 
 
 def preamble(reply: Answer, view: dict[str, Any]) -> str:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from calltap.codes import Code
 
 Payload = dict[str, Any] | str
@@ -27,10 +29,17 @@ DONE = "[DONE]"
 
 
 class Relay:
-    """The faithful transform: every payload passes unchanged. Defects override `feed`/`end`."""
+    """The faithful transform: every payload passes unchanged. Defects override `feed`/`end`, and
+    `whole` (setting `changes_whole`) when they also change a JSON (non-streamed) answer."""
+
+    changes_whole = False
 
     def feed(self, payload: Payload) -> list[Payload]:
         return [payload]
+
+    def whole(self, body: Any) -> Any:
+        """A whole JSON answer as the gateway passes it on."""
+        return body
 
     def end(self) -> list[Payload]:
         """Payloads to send after the upstream stream ended."""
@@ -278,6 +287,108 @@ class RechunkArguments(Relay):
         return chunks
 
 
+def altered(value: Any) -> Any:
+    """A value as a careless gateway re-types it: `true` becomes `1`, a number its text, a string
+    loses its last character, null becomes the empty string."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return orjson.dumps(value).decode()
+    if isinstance(value, str):
+        return value[:-1] if value else None
+    return "" if value is None else value
+
+
+class ChangeTwoValues(Relay):
+    """The first two argument values of the answer (leaves in document order, across its calls)
+    are re-typed (`altered`); everything else passes.
+
+    A stream's argument text is buffered per call, as a gateway that parses arguments must, and
+    each call's arguments go out in one fragment before the chunk with the finish reason; a JSON
+    answer has its `message.tool_calls` rewritten. Arguments that are not JSON pass unchanged.
+    """
+
+    changes_whole = True
+
+    def __init__(self, count: int = 2) -> None:
+        self.left = count
+        self.buffers: dict[tuple[Any, Any], str] = {}
+        self.template: dict[str, Any] = {}
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        if not isinstance(payload, dict):
+            return [*self._flush(), payload]
+        self.template = payload
+        finishing = False
+        for choice, delta in deltas(payload):
+            finishing = finishing or bool(choice.get("finish_reason"))
+            if isinstance(delta.get("tool_calls"), list):
+                self._buffer(choice.get("index", 0), delta)
+        if finishing:
+            return [*self._flush(), payload]
+        return [] if is_empty_chunk(payload) else [payload]
+
+    def end(self) -> list[Payload]:
+        return self._flush()
+
+    def _buffer(self, choice_index: Any, delta: dict[str, Any]) -> None:
+        """Take a delta's argument text into the buffers; only call starts (id, name) stay."""
+        starts = []
+        for fragment in delta["tool_calls"]:
+            function = fragment.get("function") if isinstance(fragment, dict) else None
+            if not isinstance(function, dict):
+                continue
+            key = (choice_index, fragment.get("index"))
+            self.buffers[key] = self.buffers.get(key, "") + (function.get("arguments") or "")
+            if "id" in fragment or "name" in function:
+                starts.append({**fragment, "function": {**function, "arguments": ""}})
+        if starts:
+            delta["tool_calls"] = starts
+        else:
+            del delta["tool_calls"]
+
+    def whole(self, body: Any) -> Any:
+        for choice in body.get("choices") or () if isinstance(body, dict) else ():
+            message = choice.get("message") if isinstance(choice, dict) else None
+            calls = message.get("tool_calls") if isinstance(message, dict) else None
+            for call in calls if isinstance(calls, list) else ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                    function["arguments"] = self._change(function["arguments"])
+        return body
+
+    def _flush(self) -> list[Payload]:
+        chunks: list[Payload] = []
+        for (choice_index, call_index), text in self.buffers.items():
+            fragment = {"index": call_index, "function": {"arguments": self._change(text)}}
+            choice = {
+                "index": choice_index,
+                "delta": {"tool_calls": [fragment]},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+            chunks.append(chunk_like(self.template, [choice]))
+        self.buffers.clear()
+        return chunks
+
+    def _change(self, arguments: str) -> str:
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+        return orjson.dumps(self._walk(value)).decode()
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {name: self._walk(item) for name, item in value.items()}
+        if isinstance(value, list):
+            return [self._walk(item) for item in value]
+        if self.left <= 0:
+            return value
+        self.left -= 1
+        return altered(value)
+
+
 @dataclass(frozen=True, slots=True)
 class Defect:
     """One injectable gateway defect and what calltap must report for it."""
@@ -389,6 +500,14 @@ DEFECTS: dict[str, Defect] = {
             "diverged",
             frozenset({Code.FINISH_REASON_CHANGED}),
             MaskEof,
+        ),
+        Defect(
+            "change-two-values",
+            "re-types the first two argument values: true as 1, a number as text, a string cut",
+            "type-coercing gateways, e.g. arguments parsed and re-serialized",
+            "diverged",
+            frozenset({Code.TOOL_CALL_ARGUMENTS_CHANGED, Code.TOOL_CALL_SET_CHANGED}),
+            ChangeTwoValues,
         ),
         Defect(
             "rewrite-ids",

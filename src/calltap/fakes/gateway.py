@@ -11,8 +11,11 @@ A client asks for a defect with the request header `X-Fake-Gateway-Defect: <name
 `calltap.fakes.defects.DEFECTS`; the header is consumed, never forwarded). Stream defects apply to
 `text/event-stream` responses: the gateway parses the provider's events with `calltap.sse`, passes
 each payload through the defect's transform and re-serializes the result; a JSON response is relayed
-as is. `strip-headers` forwards nothing but Content-Type; `retry-once` abandons the first upstream
-attempt after its response headers and relays a second one. An unknown defect name is a 400.
+as is, unless the defect also changes whole answers (`change-two-values`). `strip-headers` forwards
+nothing but Content-Type; `retry-once` abandons the first upstream attempt after its response
+headers and relays a second one. An unknown defect name is a 400. A gateway started with
+`defect=NAME` injects that defect into every request that names none (a client that cannot add
+headers, such as `calltap probe`, meets a broken gateway that way).
 
 An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
 that breaks mid-body gets the client's connection aborted, with no ending made up.
@@ -157,10 +160,10 @@ def requested_target(request: web.Request) -> Target | None:
     return TARGETS[name] if is_chat else None
 
 
-def requested_defect(request: web.Request, translating: bool) -> Defect:
-    """The defect a request asks for; ValueError for an unknown one, or for a translation
-    defect without a translation."""
-    name = request.headers.get(DEFECT_HEADER)
+def requested_defect(request: web.Request, translating: bool, default: str | None = None) -> Defect:
+    """The defect a request asks for (`default` when it names none); ValueError for an unknown
+    one, or for a translation defect without a translation."""
+    name = request.headers.get(DEFECT_HEADER, default)
     if name in TRANSLATION_DEFECTS:
         if not translating:
             raise ValueError(f"{DEFECT_HEADER}: {name!r} needs {TRANSLATE_HEADER}")
@@ -176,10 +179,17 @@ class FakeGateway(LoopbackServer):
     """The fake gateway as a real aiohttp server on loopback; `upstream` may be set later."""
 
     def __init__(
-        self, upstream: str | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        upstream: str | None = None,
+        *,
+        defect: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         super().__init__(host, port)
         self.upstream = upstream
+        self.defect = defect_named(defect).name
+        """The defect of every request that names none ("none": a faithful relay)."""
         self.requests_received = 0
         self.defects_injected: list[str] = []
         """The defect names requested so far, in arrival order ("none" for faithful relays)."""
@@ -222,7 +232,7 @@ class FakeGateway(LoopbackServer):
         self.requests_received += 1
         try:
             target = requested_target(request)
-            defect = requested_defect(request, target is not None)
+            defect = requested_defect(request, target is not None, self.defect)
         except ValueError as error:
             return error_response(400, str(error))
         self.defects_injected.append(defect.name)
@@ -276,11 +286,13 @@ class FakeGateway(LoopbackServer):
             translating = None
         if translating is not None and frames is None:
             return await self._translate_whole(upstream, translating)
+        transform = defect.transform() if defect.transform is not None else None
+        if transform is not None and transform.changes_whole and frames is None:
+            return await self._rewrite_whole(upstream, transform)
         response = web.StreamResponse(
             status=upstream.status, headers=relayed_headers(upstream.headers)
         )
         await response.prepare(request)
-        transform = defect.transform() if defect.transform is not None else None
         if translating is not None:
             translation = translating.stream()
             transform = translation if transform is None else Chained(translation, transform)
@@ -298,6 +310,21 @@ class FakeGateway(LoopbackServer):
             return response
         await response.write_eof()
         return response
+
+    @staticmethod
+    async def _rewrite_whole(upstream: aiohttp.ClientResponse, transform: Relay) -> web.Response:
+        """A whole JSON answer through a defect's `whole` (unchanged by most defects)."""
+        body = await upstream.read()
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            value = None
+        changed = transform.whole(value) if upstream.status < 300 else value
+        return web.Response(
+            status=upstream.status,
+            headers=relayed_headers(upstream.headers),
+            body=body if value is None else orjson.dumps(changed),
+        )
 
     @staticmethod
     async def _translate_whole(

@@ -63,8 +63,9 @@ class Answer:
     usage: dict[str, Any]
 
 
-def sample_arguments(parameters: Any) -> dict[str, Any]:
-    """Plausible arguments for a JSON-schema `parameters` object: one value per property."""
+def sample_arguments(parameters: Any, *, follow_const: bool = True) -> dict[str, Any]:
+    """Plausible arguments for a JSON-schema `parameters` object: one value per property, the
+    schema's own value where it states one with `const` (unless `follow_const` is False)."""
     properties = parameters.get("properties") if isinstance(parameters, dict) else None
     if not isinstance(properties, dict):
         return {}
@@ -72,13 +73,33 @@ def sample_arguments(parameters: Any) -> dict[str, Any]:
     for name, schema in properties.items():
         schema = schema if isinstance(schema, dict) else {}
         enum = schema.get("enum")
-        if isinstance(enum, list) and enum:
+        if follow_const and states_const(schema):
+            arguments[name] = schema_value(schema)
+        elif isinstance(enum, list) and enum:
             arguments[name] = enum[0]
         elif schema.get("type", "string") == "string":
             arguments[name] = SAMPLE_STRINGS.get(name, f"{name}-1")
         else:
             arguments[name] = SAMPLE_BY_TYPE.get(schema.get("type"))
     return arguments
+
+
+def states_const(schema: Any) -> bool:
+    """Whether a schema, or a property of it at any depth, states its value with `const`."""
+    if not isinstance(schema, dict):
+        return False
+    if "const" in schema:
+        return True
+    properties = schema.get("properties")
+    return isinstance(properties, dict) and any(map(states_const, properties.values()))
+
+
+def schema_value(schema: dict[str, Any]) -> Any:
+    """The value a schema-following model writes for a schema that states (part of) it: `const`
+    itself, an object built property by property, the sample value for the rest."""
+    if "const" in schema:
+        return schema["const"]
+    return sample_arguments(schema)
 
 
 def fragments(text: str) -> list[str]:
@@ -110,12 +131,15 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     }
 
 
-def _tool_answer(digest: str, functions: list[dict[str, Any]]) -> tuple[list, list, int]:
+def _tool_answer(
+    digest: str, functions: list[dict[str, Any]], follow_const: bool
+) -> tuple[list, list, int]:
     """Interleaved deltas of one parallel call per function, the whole calls, the token count."""
     calls: list[dict[str, Any]] = []
     pieces: list[list[str]] = []
     for index, function in enumerate(functions):
-        arguments = orjson.dumps(sample_arguments(function.get("parameters"))).decode()
+        values = sample_arguments(function.get("parameters"), follow_const=follow_const)
+        arguments = orjson.dumps(values).decode()
         call_id = "call_" + hashlib.sha256(f"{digest}:{index}".encode()).hexdigest()[:24]
         calls.append(
             {
@@ -153,20 +177,36 @@ def _text_answer(digest: str, request: dict[str, Any], text_events: int) -> tupl
         count, finish_reason = limit, "length"
     start = int(digest[:8], 16) % len(WORDS)
     tokens = [WORDS[(start + n) % len(WORDS)] for n in range(count)]
+    result = tool_result(request)
+    if result is not None:
+        tokens, finish_reason = ["The", "tool", "answered:", *result.split(" ")], "stop"
     tokens = [tokens[0], *(" " + token for token in tokens[1:])]
     deltas = [{"role": "assistant", "content": "", "refusal": None}]
     deltas += [{"content": token} for token in tokens]
     return deltas, "".join(tokens), finish_reason
 
 
-def answer(body: bytes, request: dict[str, Any], *, text_events: int) -> Answer:
+def tool_result(request: dict[str, Any]) -> str | None:
+    """The content of the conversation's last message when it is a tool result, in Chat
+    Completions terms (`{"role": "tool", "content": "..."}`); None otherwise."""
+    messages = request.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if isinstance(last, dict) and last.get("role") == "tool":
+        content = last.get("content")
+        return content if isinstance(content, str) and content else None
+    return None
+
+
+def answer(
+    body: bytes, request: dict[str, Any], *, text_events: int, follow_const: bool = True
+) -> Answer:
     """The deterministic answer to one request body (already decoded as `request`)."""
     digest = hashlib.sha256(body).hexdigest()
     model = request.get("model") if isinstance(request.get("model"), str) else DEFAULT_MODEL
     prompt_tokens = max(1, len(body) // 4)
     functions = offered_functions(request)
     if functions:
-        deltas, calls, completion_tokens = _tool_answer(digest, functions)
+        deltas, calls, completion_tokens = _tool_answer(digest, functions, follow_const)
         content, finish_reason = None, "tool_calls"
     else:
         deltas, content, finish_reason = _text_answer(digest, request, text_events)

@@ -64,7 +64,20 @@ def chat_view(request: dict[str, Any]) -> dict[str, Any]:
     reasoning = request.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort", "medium") != "none":
         view["reasoning"] = True
+    result = tool_output(request["input"])
+    if result is not None:
+        view["messages"] = [{"role": "tool", "content": result}]
     return view
+
+
+def tool_output(items: str | list[Any]) -> str | None:
+    """The output of a `function_call_output` item ending the input (the answer to a call), so
+    the model can quote it; None when the input does not end with one."""
+    last = items[-1] if isinstance(items, list) and items else None
+    if not isinstance(last, dict) or last.get("type") != "function_call_output":
+        return None
+    output = last.get("output")
+    return output if isinstance(output, str) and output else None
 
 
 def _ids(reply: Answer) -> tuple[str, str]:

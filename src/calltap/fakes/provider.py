@@ -366,6 +366,8 @@ class FakeProvider(LoopbackServer):
     `events_delay` paces the stream (seconds between events); `text_events` is the number of text
     chunks of a plain answer; `timestamps` puts `: t=<time.time_ns()>` before each SSE event. The
     latest `keep` exchanges are kept with their bytes, so a long benchmark stays bounded.
+    `follow_const=False` makes a provider that answers wrongly: it ignores the `const` values of a
+    tool schema (see `calltap.fakes.model`).
     """
 
     def __init__(
@@ -375,6 +377,7 @@ class FakeProvider(LoopbackServer):
         text_events: int = 8,
         timestamps: bool = False,
         keep: int = 1000,
+        follow_const: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -382,6 +385,7 @@ class FakeProvider(LoopbackServer):
         self.events_delay = events_delay
         self.text_events = text_events
         self.timestamps = timestamps
+        self.follow_const = follow_const
         self.requests_received = 0
         self.exchanges: deque[Exchange] = deque(maxlen=keep)
 
@@ -428,7 +432,7 @@ class FakeProvider(LoopbackServer):
         view["query"] = dict(request.query)
         if view.get("model") is None and "model" in request.match_info:
             view["model"] = request.match_info["model"]
-        reply = answer(body, view, text_events=self.text_events)
+        reply = answer(body, view, text_events=self.text_events, follow_const=self.follow_const)
         if not dialect.streams(parsed):
             return self._whole(dialect, exchange, 200, dialect.whole(reply, view))
         return await self._stream(request, exchange, dialect, dialect.stream(reply, view))
