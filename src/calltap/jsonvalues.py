@@ -62,6 +62,12 @@ def decode_strict(text: str) -> Decoded:
     return Decoded(value, key, tuple(issues))
 
 
+def canonical_key(value: Any) -> Hashable:
+    """The canonical key of an already decoded value (as `decode_strict` gives its `key`): two
+    values are equal by the argument equality rules iff their keys are."""
+    return _Canonicalizer({}, []).key(value, None)
+
+
 def load_envelope(data: str) -> tuple[Any, tuple[JsonIssue, ...]]:
     """Decode an SSE `data` payload: orjson when it accepts the text, the strict decoder to say why
     when it does not (NaN, huge numbers, lone surrogates), `JsonInvalid` when nothing can."""
