@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("calltap.commands.replay", "replay a recorded pair through a gateway again"),
     "view": ("calltap.commands.view", "serve a browser view of a recordings tree"),
     "report": ("calltap.commands.report", "write a private static report of recordings"),
+    "probe": ("calltap.commands.probe", "send active tool-call probes through a gateway"),
 }
 
 EPILOG = """\
