@@ -75,21 +75,25 @@ async def run_probes(
             if left <= 0:
                 outcomes.append(_not_run(probe, limits.overall))
                 continue
-            outcomes.append(await _timed(client, target, probe, min(wall, left), wall))
+            if left < wall:
+                stop = f"stopped at the overall limit of {limits.overall:g} s"
+            else:
+                stop = f"stopped at the wall-clock limit of {wall:g} s"
+            outcomes.append(await _timed(client, target, probe, min(wall, left), stop))
     return Run([_masked(outcome, masker) for outcome in outcomes], client.trace)
 
 
 async def _timed(
-    client: BoundedClient, target: Target, probe: Probe, limit: float, wall: float
+    client: BoundedClient, target: Target, probe: Probe, limit: float, stop: str
 ) -> Outcome:
+    """One probe within `limit` seconds; `stop` is its reason when the limit cuts it."""
     started = time.monotonic()
     outcome = Outcome(probe.name, False, _expected(probe), None, "")
     try:
         async with asyncio.timeout(limit):
             await _probe(client, target, probe, outcome)
     except TimeoutError:
-        which = "wall-clock" if limit >= wall else "overall"
-        outcome.reason = f"stopped at the {which} limit of {limit:g} s"
+        outcome.reason = stop
         outcome.passed = False
     except ProbeFailure as failure:
         outcome.reason = str(failure)
