@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -127,8 +128,11 @@ async def test_the_key_is_masked_in_every_file_and_on_the_terminal(tmp_path: Pat
     assert first["response"]["headers"]["X-Echo"] == "Bearer [masked]"
 
 
+HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=\"document.title='pwned'\">"
+
+
 async def test_the_report_escapes_what_the_gateway_wrote(tmp_path: Path) -> None:
-    arguments = orjson.dumps({"text": "<script>alert(1)</script>", "count": 3}).decode()
+    arguments = orjson.dumps({"text": HOSTILE_TEXT, "count": 3}).decode()
 
     async def hostile(request: web.Request) -> web.StreamResponse:
         return web.Response(body=completion(arguments), content_type="application/json")
@@ -141,8 +145,27 @@ async def test_the_report_escapes_what_the_gateway_wrote(tmp_path: Path) -> None
     assert status == 1, printed
     html = (out / "report.html").read_text()
     assert "<script" not in html
+    assert "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "default-src 'none'" in html
+    if shutil.which("chromium") is not None:
+        dom = await rendered(out / "report.html")
+        assert "<title>calltap probe: 0/1 passed</title>" in dom
+        assert "Checks: 0/1 passed" in dom
+        assert "<img" not in dom
+        assert "&lt;img src=x onerror=" in dom
+
+
+async def rendered(page: Path) -> str:
+    """The DOM a real browser (headless Chromium) builds from a file, scripts and all."""
+    process = await asyncio.create_subprocess_exec(
+        "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--dump-dom",
+        page.as_uri(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    dom, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    return dom.decode()
 
 
 @pytest.mark.parametrize(

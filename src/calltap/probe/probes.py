@@ -120,15 +120,18 @@ PROBES: dict[str, Probe] = {
 
 
 def schema_for(value: Any) -> dict[str, Any]:
-    """A strict JSON Schema that admits exactly `value`: `const` on every leaf and array, objects
-    spelled property by property (all required, nothing else allowed)."""
+    """A strict JSON Schema that admits exactly `value`: `const` on every leaf, array and empty
+    object, other objects spelled property by property (all required, nothing else allowed)."""
     if isinstance(value, dict):
-        return {
+        schema: dict[str, Any] = {
             "type": "object",
             "properties": {name: schema_for(item) for name, item in value.items()},
             "required": list(value),
             "additionalProperties": False,
         }
+        if not value:
+            schema["const"] = {}  # no property states it: say so, or {} reads as "any object"
+        return schema
     return {"type": json_type(value), "const": value}
 
 
