@@ -105,6 +105,21 @@ async def test_a_trickling_body_is_stopped_at_the_wall_limit_and_the_next_probe_
         assert outcome.reason == "stopped at the wall-clock limit of 0.8 s"
 
 
+async def test_a_server_silent_past_the_socket_timeout_fails_the_probe() -> None:
+    async def silent(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.sleep(5)
+        return response
+
+    limits = Limits(socket_timeout=0.3, probe_wall=4)
+    started = time.monotonic()
+    async with serving(silent) as (url, _):
+        (outcome,) = (await probe(url, ["stream-echo"], limits=limits)).outcomes
+    assert outcome.reason == "no data for 0.3 s (socket timeout)"
+    assert time.monotonic() - started < 2
+
+
 async def test_the_overall_limit_stops_the_run_and_names_what_did_not_run() -> None:
     async def stall(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(5)

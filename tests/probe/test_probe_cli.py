@@ -178,6 +178,7 @@ async def rendered(page: Path) -> str:
         (("--base-url", "http://127.0.0.1:9", "--api-key-env", "NO_SUCH_VAR_4F1C"), "not set"),
         (("--demo", "--base-url", "http://127.0.0.1:9"), "drop --base-url"),
         (("--base-url", "http://127.0.0.1:9", "--timeout", "0"), "positive"),
+        (("--demo-broken", "--dialect", "openai.responses"), "Chat Completions answers only"),
     ],
 )
 async def test_bad_configuration_is_exit_2_and_writes_nothing(

@@ -181,6 +181,11 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise ConfigurationError(f"--{demo} probes its own fakes; drop --base-url")
     if not demo:
         _check_url(args.base_url)
+    if demo == "demo-broken" and args.dialect != "openai.chat":
+        raise ConfigurationError(
+            f"--demo-broken's gateway re-types values in Chat Completions answers only;"
+            f" drop --dialect {args.dialect} (--demo probes any dialect)"
+        )
     if args.timeout <= 0:
         raise ConfigurationError("--timeout must be a positive number of seconds")
     try:

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from calltap.probe.probes import PROBES
 from calltap.probe.runner import Outcome
 from calltap.view.templating import render
 
@@ -111,6 +112,7 @@ def report_html(results: Results) -> str:
         outcomes=[outcome_json(outcome) for outcome in results.outcomes],
         passed=results.passed,
         total=len(results.outcomes),
+        summaries={name: probe.summary for name, probe in PROBES.items()},
         pretty=_pretty,
     )
 
