@@ -47,7 +47,8 @@ class Outcome:
     """The `X-Request-ID` of each answer, in turn order (a calltap front's capture keys)."""
     seconds: float = 0.0
     failed_request_id: str | None = None
-    """The request id of the turn that failed, for attribution."""
+    """The request id of the turn that decided the outcome (the one that failed, if any): the
+    pair attribution looks up."""
     pair: dict[str, Any] | None = None
     """The calltap pair of the failed (else the last) turn: verdict, codes, attribution."""
 
