@@ -5,6 +5,7 @@ failed probe with its reason, and the other probes still run."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -85,6 +86,24 @@ async def test_an_oversized_body_is_cut_at_the_limit() -> None:
     for outcome in run.outcomes:
         assert outcome.reason == "response body over the limit of 262144 bytes"
     assert all(entry["response"]["bytes"] <= 262144 + 8192 for entry in run.trace)
+
+
+async def test_a_gzip_answer_is_read_and_a_gzip_bomb_is_stopped_at_the_limit() -> None:
+    right = completion('{"text":"calltap probe: echo 7f3a","count":3}')
+    bomb = gzip.compress(b" " * (4 * 1024 * 1024))
+
+    async def zipped(request: web.Request) -> web.StreamResponse:
+        body = gzip.compress(right) if "echo" in request.headers["X-Request-ID"] else bomb
+        headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        return web.Response(body=body, headers=headers)
+
+    async with serving(zipped) as (url, _):
+        outcomes = by_name(await probe(url, ["forced-echo", "forced-nested"]))
+    assert len(bomb) < 262144
+    assert outcomes["forced-echo"].passed
+    assert outcomes["forced-nested"].reason == (
+        "response body over the limit of 262144 bytes once decoded"
+    )
 
 
 async def test_a_trickling_body_is_stopped_at_the_wall_limit_and_the_next_probe_runs() -> None:
