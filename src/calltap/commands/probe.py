@@ -53,11 +53,11 @@ from calltap.fakes import FakeGateway, FakeProvider
 from calltap.fakes.model import DEFAULT_MODEL
 from calltap.probe.attribution import attribute
 from calltap.probe.client import OVERALL_LIMIT, Limits
+from calltap.probe.masking import Masker
 from calltap.probe.output import REPORT, OutputError, Results, check_output, write_output
 from calltap.probe.probes import PROBES, Probe, selected
 from calltap.probe.requests import SHAPES
 from calltap.probe.runner import Run, Target, run_probes
-from calltap.probe.secrets import Masker
 
 DEFAULT_KEY_ENV = "CALLTAP_PROBE_API_KEY"
 DEFAULT_ADMIN = "http://127.0.0.1:8702"

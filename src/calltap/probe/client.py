@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 
 from calltap.probe.judge import Reply
-from calltap.probe.secrets import Masker
+from calltap.probe.masking import Masker
 
 KIB = 1024
 TRACE_BODY_LIMIT = 16 * KIB

@@ -13,9 +13,9 @@ from typing import Any
 
 from calltap.probe.client import BoundedClient, Limits, ProbeFailure
 from calltap.probe.judge import Judgement, expected_calls, judge_calls, judge_text
+from calltap.probe.masking import Masker
 from calltap.probe.probes import ROUND_TRIP_RESULT, Probe
 from calltap.probe.requests import SHAPES, Call, Shape, endpoint
-from calltap.probe.secrets import Masker
 
 ANTHROPIC_VERSION = "2023-06-01"
 
