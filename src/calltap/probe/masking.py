@@ -1,8 +1,9 @@
 """Masking what a probe saves: the API key wherever it appears, and common token shapes (best
 effort), in every string of the results, the trace and the report.
 
-Sans-IO: values in, masked values out. The key is masked exactly (and its bearer header whole);
-the patterns catch keys the key's owner did not pass in (a gateway echoing another credential).
+Sans-IO: values in, masked values out. The key is masked wherever its exact text appears (a
+gateway echoing `Authorization` leaves `Bearer [masked]`); the patterns catch credentials the run
+was never given (a gateway echoing another key). Masking too much is the safe side.
 """
 
 from __future__ import annotations
