@@ -261,7 +261,17 @@ def capture_of(body: bytes, leg: dict[str, Any] | None) -> Capture:
 def request_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
     """The request body a pair.json leg names (`request_file`), when it is a readable file in
     `directory` itself (a name that would leave it is never read)."""
-    name = leg.get("request_file") if leg else None
+    return _named_file(directory, leg, "request_file")
+
+
+def response_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
+    """The response body a pair.json leg names (`file`), read as `request_body` reads its
+    request."""
+    return _named_file(directory, leg, "file")
+
+
+def _named_file(directory: Path, leg: dict[str, Any] | None, field: str) -> bytes | None:
+    name = leg.get(field) if leg else None
     if not isinstance(name, str) or not _plain_name(name):
         return None
     try:
@@ -301,18 +311,6 @@ def leg_files(leg: dict[str, Any]) -> list[str]:
     names inside the capture directory."""
     names = (leg.get("file"), leg.get("request_file"))
     return [name for name in names if isinstance(name, str) and _plain_name(name)]
-
-
-def response_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
-    """The response body a pair.json leg names (`file`), read as `request_body` reads its
-    request."""
-    name = leg.get("file") if leg else None
-    if not isinstance(name, str) or not _plain_name(name):
-        return None
-    try:
-        return (directory / name).read_bytes()
-    except OSError:
-        return None
 
 
 def write_pair_directory(

@@ -66,8 +66,24 @@ class ClientRequest:
     """Header names the recording redacted: a gateway may need them back (`--header`)."""
 
 
+class Judged:
+    """The verdict and codes of a comparison object (`comparison` of a pair.json), as the
+    replay prints them: the recorded pair's and the replayed one's."""
+
+    __slots__ = ()
+    comparison: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.comparison.get("verdict") or "not compared")
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return finding_codes(self.comparison)
+
+
 @dataclass(frozen=True, slots=True)
-class Recorded:
+class Recorded(Judged):
     """Everything a replay of one pair needs."""
 
     directory: Path
@@ -77,14 +93,6 @@ class Recorded:
     comparison: dict[str, Any]
     document: dict[str, Any]
     """pair.json as read, for the exporter."""
-
-    @property
-    def verdict(self) -> str:
-        return str(self.comparison.get("verdict") or "not compared")
-
-    @property
-    def codes(self) -> tuple[str, ...]:
-        return finding_codes(self.comparison)
 
 
 def finding_codes(comparison: dict[str, Any]) -> tuple[str, ...]:

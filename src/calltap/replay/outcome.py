@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from calltap.replay.cassette import Recorded, finding_codes
+from calltap.replay.cassette import Judged, Recorded
 from calltap.replay.matching import Player
 
 Status = Literal["reproduced", "different", "cannot"]
@@ -18,7 +18,7 @@ EXIT_CODES: dict[Status, int] = {"reproduced": 0, "different": 1, "cannot": 3}
 
 
 @dataclass(frozen=True, slots=True)
-class Result:
+class Result(Judged):
     recorded: Recorded
     pair: dict[str, Any] | None
     """The replayed pair's pair.json, or None when calltap never wrote it."""
@@ -30,14 +30,6 @@ class Result:
     def comparison(self) -> dict[str, Any]:
         comparison = (self.pair or {}).get("comparison")
         return comparison if isinstance(comparison, dict) else {}
-
-    @property
-    def verdict(self) -> str:
-        return str(self.comparison.get("verdict") or "not compared")
-
-    @property
-    def codes(self) -> tuple[str, ...]:
-        return finding_codes(self.comparison)
 
     @property
     def status(self) -> Status:
