@@ -9,11 +9,12 @@ a web page on another site cannot reach the view through a DNS name rebound to 1
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
+
+from calltap.config import is_loopback as is_loopback_address
 
 TOKEN_VARIABLE = "CALLTAP_VIEW_TOKEN"
 CSP = ("default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
@@ -26,7 +27,6 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-LOOPBACK_NAMES = frozenset({"localhost"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -40,13 +40,9 @@ class Access:
 
 
 def is_loopback(host: str) -> bool:
-    name = host.strip("[]").lower()
-    if name in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    """As the listeners' rule (`config.is_loopback`), for a Host or peer that may come
+    bracketed (`[::1]`)."""
+    return is_loopback_address(host.strip("[]"))
 
 
 def guard(access: Access) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
