@@ -11,10 +11,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.proxy.conftest import LogLines, ProviderScript, provider_handler, serve
+from tests.support.logs import LogLines
+from tests.support.provider import ProviderScript, ScriptedProvider
 
 from calltap.config import Config
 from calltap.proxy.app import Calltap
@@ -29,17 +29,12 @@ def relay_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     recordings = Path(tmp_path_factory.mktemp("relay")) / "rec"
 
     async def setup() -> dict[str, Any]:
-        app = web.Application()
-
-        async def handler(request: web.Request) -> web.StreamResponse:
-            return await provider_handler(script, request)
-
-        app.router.add_route("*", "/{tail:.*}", handler)
-        runner, url = await serve(app)
-        tap = Calltap(Config(back=("127.0.0.1", 0), provider=url, recordings=recordings,
+        provider = ScriptedProvider(script)
+        await provider.start()
+        tap = Calltap(Config(back=("127.0.0.1", 0), provider=provider.url, recordings=recordings,
                              compare_workers=1), logger=make_logger(LogLines()))
         await tap.start()
-        return {"runner": runner, "tap": tap, "client": aiohttp.ClientSession()}
+        return {"provider": provider, "tap": tap, "client": aiohttp.ClientSession()}
 
     env = loop.run_until_complete(setup())
     env.update(loop=loop, script=script)
@@ -48,7 +43,7 @@ def relay_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     async def teardown() -> None:
         await env["client"].close()
         await env["tap"].stop(grace=1)
-        await env["runner"].cleanup()
+        await env["provider"].stop()
 
     loop.run_until_complete(teardown())
     loop.close()

@@ -2,18 +2,17 @@
 (so its memory and file descriptors are its own, read from /proc) between a fake gateway and a
 streaming provider served by the test process on loopback.
 
-`StreamingProvider` answers every chat request with `max_tokens` text events (an OpenAI chat
+`streaming_provider()` answers every chat request with `max_tokens` text events (an OpenAI chat
 stream: role delta, text deltas, finish reason, `[DONE]`), built one event at a time so a long
-answer costs no memory, and keeps the sha256 of every answer it sent. With a `gate` it holds
-each stream after its first event until that many streams are open at once: the only way to be
-sure they really overlapped.
+answer costs no memory, and keeps the sha256 of every answer it sent; it is the scripted
+provider of tests/support, whose `gate` holds each stream after its first event until that many
+streams are open at once: the only way to be sure they really overlapped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -21,7 +20,7 @@ import resource
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +28,12 @@ from typing import Any
 
 import aiohttp
 import orjson
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from tests.support.logs import parse_lines, select
+from tests.support.provider import ProviderScript, ScriptedProvider, text_events
 
 from calltap.fakes import FakeGateway
-from calltap.fakes.provider import CHAT_PATH, CREATED, DONE
-from calltap.fakes.server import LoopbackServer
+from calltap.fakes.provider import CHAT_PATH
 
 MIB = 1024 * 1024
 READY_TIMEOUT = 60.0
@@ -57,84 +55,10 @@ def chat_body(content: str, events: int) -> bytes:
                          "messages": [{"role": "user", "content": content}]})
 
 
-def answer_events(marker: str, events: int) -> Iterator[bytes]:
-    """The provider's answer, one SSE event at a time: `events` text deltas between the role
-    delta and the finish reason, then `[DONE]`."""
-    envelope = {"id": f"chatcmpl-{marker}", "object": "chat.completion.chunk",
-                "created": CREATED, "model": "gpt-test"}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return b"data: " + orjson.dumps({**envelope, "choices": [choice]}) + b"\n\n"
-
-    yield chunk({"role": "assistant", "content": ""})
-    for number in range(events):
-        yield chunk({"content": f"word{number} "})
-    yield chunk({}, "stop")
-    yield DONE
-
-
-@dataclass
-class Sent:
-    """One answer as the provider wrote it."""
-
-    bytes: int = 0
-    sha256: str | None = None
-    """Set once the last byte was written."""
-
-
-class StreamingProvider(LoopbackServer):
-    """A provider streaming `max_tokens` events per request (see the module docstring)."""
-
-    def __init__(self, *, gate: int | None = None, delay: float = 0.0) -> None:
-        super().__init__()
-        self.gate = gate
-        self.delay = delay
-        """Seconds between events (0: as fast as the connection takes them)."""
-        self.open_streams = 0
-        self.most_open = 0
-        self.all_open = asyncio.Event()
-        self.release = asyncio.Event()
-        self.sent: dict[str, Sent] = {}
-        self.cancelled = 0
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post(CHAT_PATH, self._chat)
-        return app
-
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        parsed = orjson.loads(await request.read())
-        key = request.headers.get("X-Request-ID", "")
-        marker = hashlib.sha256(parsed["messages"][-1]["content"].encode()).hexdigest()[:16]
-        sent = self.sent[key] = Sent()
-        digest = hashlib.sha256()
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        self.open_streams += 1
-        self.most_open = max(self.most_open, self.open_streams)
-        try:
-            for number, event in enumerate(answer_events(marker, parsed["max_tokens"])):
-                await response.write(event)
-                digest.update(event)
-                sent.bytes += len(event)
-                if number == 0 and self.gate is not None:
-                    if self.open_streams >= self.gate:
-                        self.all_open.set()
-                    await self.release.wait()
-                elif self.delay:
-                    await asyncio.sleep(self.delay)
-            await response.write_eof()
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-        except ConnectionError:
-            self.cancelled += 1
-            return response
-        finally:
-            self.open_streams -= 1
-        sent.sha256 = digest.hexdigest()
-        return response
+def streaming_provider(*, delay: float = 0.0) -> ScriptedProvider:
+    """A provider answering each chat request with `max_tokens` text events, one write each,
+    `delay` seconds apart; it keeps the sha256 of every answer it finished (`sent`)."""
+    return ScriptedProvider(ProviderScript(events=text_events, delay=delay))
 
 
 def proc_rss(pid: int) -> int:
@@ -260,7 +184,7 @@ async def launch(workdir: Path, recordings: Path, *, gateway: str | None, provid
 class Stack:
     """client -> calltap front -> fake gateway -> calltap back -> provider."""
 
-    provider: StreamingProvider
+    provider: ScriptedProvider
     gateway: FakeGateway
     calltap: Served
     client: aiohttp.ClientSession
@@ -284,7 +208,7 @@ class Stack:
 
 
 @asynccontextmanager
-async def stack(workdir: Path, provider: StreamingProvider,
+async def stack(workdir: Path, provider: ScriptedProvider,
                 **settings: Any) -> AsyncIterator[Stack]:
     """Start `provider`, a faithful fake gateway and `calltap serve` between them (with
     `settings`), and a client session without connection limit; stop them all after."""

@@ -2,8 +2,8 @@
 recorded and what it logged.
 
 Everything runs on loopback in this process (client -> calltap front -> scripted gateway ->
-calltap back -> scripted provider, built from tests/proxy/conftest.py's servers), except where
-a signal must reach a real `calltap serve` process (test_faults_signals.py).
+calltap back -> scripted provider, tests/support/topology.py), except where a signal must reach
+a real `calltap serve` process (test_faults_signals.py).
 """
 
 from __future__ import annotations
@@ -23,26 +23,17 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
-from tests.proxy.conftest import (
-    GatewayScript,
-    LogLines,
-    ProviderScript,
-    chat_request,
-    chat_stream,
-    gateway_handler,
-    provider_handler,
-    serve,
-)
 from tests.proxy.test_endings import read_until_error, wait_for
 from tests.proxy.test_failopen import forkserver_workers
 from tests.reliability.harness import MIB, parse_metrics
+from tests.support.logs import LogLines
+from tests.support.provider import ProviderScript
+from tests.support.streams import chat_request, chat_stream
+from tests.support.topology import GatewayScript, scripted_topology
 
 import calltap.proxy.recording
-from calltap.config import Config
 from calltap.proxy.app import Calltap
 from calltap.proxy.capture import Opener
-from calltap.proxy.logs import make_logger
 
 CHAT = "/v1/chat/completions"
 
@@ -83,38 +74,15 @@ async def scripted(tmp_path: Path, *, hold: asyncio.Event | None = None,
                    opener: Opener | None = None, **settings: Any) -> AsyncIterator[Scripted]:
     """The whole topology with scripted fakes; a gateway given `hold` waits for it before
     forwarding each request."""
-    provider, gateway, arrived = ProviderScript(), GatewayScript(), []
-    session = aiohttp.ClientSession(auto_decompress=False)
-
-    async def provide(request: web.Request) -> web.StreamResponse:
-        return await provider_handler(provider, request)
-
-    async def relay(request: web.Request) -> web.StreamResponse:
-        arrived.append(request.headers.get("X-Request-ID", ""))
-        if hold is not None:
-            await hold.wait()
-        return await gateway_handler(gateway, session, request)
-
-    runners = []
-    try:
-        for handler in (provide, relay):
-            app = web.Application(client_max_size=256 * MIB)
-            app.router.add_route("*", "/{tail:.*}", handler)
-            runner, url = await serve(app)
-            runners.append((runner, url))
-        (_, provider_url), (_, gateway_url) = runners
-        log = LogLines()
-        config = Config(front=("127.0.0.1", 0), gateway=gateway_url, back=("127.0.0.1", 0),
-                        provider=provider_url, admin=("127.0.0.1", 0),
-                        recordings=tmp_path / "rec", compare_workers=1, **settings)
-        tap = Calltap(config, logger=make_logger(log, "debug"), opener=opener)
-        async with tap, aiohttp.ClientSession(auto_decompress=False) as client:
-            gateway.target = tap.back_url
-            yield Scripted(tap, provider, provider_url, gateway, client, log, arrived)
-    finally:
-        for runner, _ in runners:
-            await runner.cleanup()
-        await session.close()
+    async with (
+        scripted_topology(tmp_path / "rec", opener=opener, stop_grace=None,
+                          **settings) as opened,
+        aiohttp.ClientSession(auto_decompress=False) as client,
+    ):
+        opened.gateway.script.hold = hold
+        yield Scripted(opened.tap, opened.provider.script, opened.provider.url,
+                       opened.gateway.script, client, opened.log,
+                       opened.gateway.script.arrived)
 
 
 # -- streams cut short ------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from tests.reliability.harness import StreamingProvider, answer_events, chat_body, launch, stack
+from tests.reliability.harness import chat_body, launch, stack, streaming_provider
+from tests.support.provider import answer_events
 
 from calltap.fakes.provider import CHAT_PATH
 
@@ -40,7 +41,7 @@ def answer_prefix(key: str, events: int, size: int) -> bytes:
 async def test_sigterm_mid_stream_lets_streams_finish_and_closes_captures(tmp_path: Path,
                                                                           tally) -> None:
     events = 100
-    provider = StreamingProvider(delay=0.01)
+    provider = streaming_provider(delay=0.01)
     async with stack(tmp_path, provider) as run:
         keys = [f"term-{n}" for n in range(STREAMS)]
         replies = [await open_stream(run.client, run.front, key, events) for key in keys]
@@ -74,7 +75,7 @@ async def test_sigkill_mid_stream_leaves_partials_that_a_restart_reports_and_kee
     tmp_path: Path, tally
 ) -> None:
     events, enough = 20_000, 48 * 1024
-    provider = StreamingProvider(delay=0.002)
+    provider = streaming_provider(delay=0.002)
     async with stack(tmp_path, provider) as run:
         keys = [f"kill-{n}" for n in range(3)]
         replies = [await open_stream(run.client, run.front, key, events) for key in keys]

@@ -18,7 +18,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from tests.reliability.harness import MIB, StreamingProvider, raise_fd_limit, stack
+from tests.reliability.harness import MIB, raise_fd_limit, stack, streaming_provider
 
 STREAMS = 1000
 EVENTS = 200
@@ -40,14 +40,14 @@ async def test_a_thousand_concurrent_streams_are_relayed_recorded_and_compared(
 ) -> None:
     if raise_fd_limit(FD_LIMIT) < FD_LIMIT:
         pytest.skip(f"needs {FD_LIMIT} open files (ulimit -n)")
-    provider = StreamingProvider()
+    provider = streaming_provider()
     async with stack(tmp_path, provider, upstream_connections=1100) as run:
         for number in range(WARM_UP):
             await run.stream(f"warm-{number}", f"warm-up {number}", TEXT_EVENTS)
         await run.calltap.wait_compared(run.client, WARM_UP)
         await asyncio.sleep(1.0)
         baseline = run.calltap.rss()
-        provider.gate = STREAMS
+        provider.script.gate = STREAMS
         provider.release.clear()
         peak, stop = [baseline], asyncio.Event()
         sampler = asyncio.create_task(sample_peak(run.calltap.rss, peak, stop))

@@ -21,14 +21,8 @@ import hashlib
 from itertools import islice
 from pathlib import Path
 
-from tests.reliability.harness import (
-    MIB,
-    Stack,
-    StreamingProvider,
-    answer_events,
-    chat_body,
-    stack,
-)
+from tests.reliability.harness import MIB, Stack, chat_body, stack, streaming_provider
+from tests.support.provider import answer_events
 
 from calltap.fakes.provider import CHAT_PATH
 
@@ -96,7 +90,7 @@ async def fast_batch(run: Stack, label: str) -> list[str]:
 
 async def test_slow_clients_are_held_back_without_slowing_fast_ones(tmp_path: Path,
                                                                     tally) -> None:
-    provider = StreamingProvider()
+    provider = streaming_provider()
     async with stack(tmp_path, provider) as run:
         alone = await fast_batch(run, "alone")
         await run.calltap.wait_compared(run.client, FAST_STREAMS)

@@ -23,7 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
-from tests.reliability.harness import MIB, StreamingProvider, stack
+from tests.reliability.harness import MIB, stack, streaming_provider
 
 SECONDS = float(os.environ.get("CALLTAP_SOAK_SECONDS", "60"))
 CLIENTS = 24
@@ -37,7 +37,7 @@ FD_TOLERANCE = 8
 
 
 async def test_steady_load_keeps_memory_and_descriptors_flat(tmp_path: Path, tally) -> None:
-    provider = StreamingProvider(delay=PACE)
+    provider = streaming_provider(delay=PACE)
     sent = mismatched = 0
     async with stack(tmp_path, provider, pairing_window=PAIRING_WINDOW) as run:
         deadline = time.monotonic() + SECONDS

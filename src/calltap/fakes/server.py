@@ -30,9 +30,13 @@ class LoopbackServer:
             raise RuntimeError(f"{type(self).__name__} is not running")
         return f"http://{self.host}:{self.port}"
 
+    handler_cancellation = False
+    """Whether a client going away cancels its handler (aiohttp's default: it does not)."""
+
     async def start(self) -> None:
         runner = web.AppRunner(
-            self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+            self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0,
+            handler_cancellation=self.handler_cancellation,
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
