@@ -202,3 +202,84 @@ def test_a_capture_is_found_by_key_in_the_newest_day_that_holds_its_pair_json(
     assert recordings.find_capture(tmp_path, "..") is None
     assert recordings.find_capture(tmp_path / "missing", "req-1") is None
     assert recordings.capture_files(tmp_path / "2026-11-30" / "req-1") == []
+
+
+def test_a_body_type_is_read_without_its_parameters_case_or_spaces() -> None:
+    assert recordings.body_extension(" application/jsonl ; charset=utf-8") == "ndjson"
+    assert recordings.body_extension("TEXT/EVENT-STREAM") == "sse"
+
+
+def test_only_an_upstream_retry_has_an_attempt_stem() -> None:
+    assert recordings.stem("upstream") == "upstream"
+    assert recordings.stem("upstream", 2) == "upstream.attempt-2"
+    assert recordings.stem("downstream", 2) == "downstream"
+    for name in ("upstream", "upstream.txt", "sideways.sse"):
+        assert recordings.side_of_body(name) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "pair.json: .*No such file"),
+        (b"{not json", "pair.json: "),
+        (b"[1, 2]", "pair.json: not a JSON object"),
+        (b'{"format": "1"}', "pair.json: format '1' is newer than 1"),
+    ],
+)
+def test_an_unusable_pair_json_is_refused_with_its_path_and_why(
+    tmp_path: Path, content: bytes | None, message: str
+) -> None:
+    if content is not None:
+        (tmp_path / recordings.PAIR_JSON).write_bytes(content)
+    with pytest.raises(recordings.PairUnreadable, match=message) as raised:
+        recordings.read_pair(tmp_path)
+    assert str(raised.value).startswith(str(tmp_path / recordings.PAIR_JSON))
+    assert recordings.pair_legs(tmp_path) == {}
+
+
+def test_the_compared_legs_are_the_last_attempt_unless_an_upstream_leg_is_named(
+    tmp_path: Path,
+) -> None:
+    def legs_of(legs: object) -> dict:
+        (tmp_path / recordings.PAIR_JSON).write_bytes(orjson.dumps({"legs": legs}))
+        return recordings.pair_legs(tmp_path)
+
+    first, last, named = {"file": "a"}, {"file": "b"}, {"file": "c"}
+    assert legs_of({"upstream_attempts": [first, last]}) == {"upstream": last}
+    assert legs_of({"upstream_attempts": [first, last], "upstream": named}) == {"upstream": named}
+    assert legs_of({"upstream_attempts": [first, "junk"], "downstream": first}) == {
+        "downstream": first}
+    assert legs_of({"upstream_attempts": [], "downstream": "junk"}) == {}
+    assert legs_of(["junk"]) == {}
+
+
+def test_a_capture_prefers_the_legs_encoding_and_reads_headers_in_any_case() -> None:
+    leg = {"path": 7, "status": "200", "content_encoding": "br", "ended": "complete",
+           "response_headers": {"Content-Encoding": "gzip", "CONTENT-TYPE": "text/event-stream",
+                                "content-type": 1}}
+    assert recordings.capture_of(b"x", leg) == Capture(
+        b"x", content_encoding="br", content_type="text/event-stream"
+    )
+    headers_only = {"content_encoding": "", "response_headers": {"content-encoding": "gzip"}}
+    assert recordings.capture_of(b"x", headers_only).content_encoding == "gzip"
+    assert recordings.capture_of(b"x", {"response_headers": "junk"}) == Capture(b"x")
+
+
+def test_a_legs_request_is_read_only_from_a_plain_name_inside_its_directory(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "upstream.request").write_bytes(b"{}")
+    (tmp_path / "elsewhere").mkdir()
+    assert recordings.request_body(tmp_path, {"request_file": "upstream.request"}) == b"{}"
+    for name in ("downstream.request", "elsewhere", "../upstream.request", "", 7):
+        assert recordings.request_body(tmp_path, {"request_file": name}) is None
+    assert recordings.request_body(tmp_path, None) is None
+    assert recordings.response_body(tmp_path, {"file": "elsewhere"}) is None
+
+
+def test_a_pair_directory_that_fails_half_written_is_removed_whole(tmp_path: Path) -> None:
+    target = tmp_path / "case"
+    files = {"upstream.sse": b"x", "u" * 300: b"y"}
+    with pytest.raises(OSError, match="too long"):
+        recordings.write_pair_directory(target, {"request_id": "r"}, files, "run")
+    assert not target.exists()

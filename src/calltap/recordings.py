@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -317,8 +318,8 @@ def write_pair_directory(
     directory: Path, document: dict[str, Any], files: dict[str, bytes], readme: str
 ) -> None:
     """Create `directory` (0700; it must not exist) holding `files` (names a pair.json's legs
-    give), pair.json and the README, each 0600, as a recording is kept. Partly written files are
-    removed when a write fails."""
+    give), pair.json and the README, each 0600, as a recording is kept. When a write fails the
+    directory (new, so wholly this call's) is removed with what it holds."""
     for name in files:
         if not _plain_name(name) or name in (PAIR_JSON, CASE_README):
             raise ValueError(f"not a capture file name: {name!r}")
@@ -328,9 +329,7 @@ def write_pair_directory(
         for name, data in written.items():
             _write_private(directory / name, data)
     except OSError:
-        for name in written:
-            (directory / name).unlink(missing_ok=True)
-        directory.rmdir()
+        shutil.rmtree(directory, ignore_errors=True)
         raise
 
 
