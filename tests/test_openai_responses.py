@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from calltap.codes import Code
 from calltap.compare import compare
+from calltap.transcript import Position
 from dialect_helpers import (
     ARGUMENTS,
     CUTS,
@@ -217,3 +218,111 @@ def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
         assert_survives(read(sse(payloads), path="/v1/responses"), "openai.responses")
         whole = json.dumps(payloads[-1]["response"]).encode()
         assert_survives(read(whole, dialect="openai.responses"), "openai.responses")
+
+
+def starts(body: bytes) -> list[int]:
+    """The byte offset of each event of an `sse` body."""
+    offsets, at = [], 0
+    for block in body.split(b"\n\n")[:-1]:
+        offsets.append(at)
+        at += len(block) + 2
+    return offsets
+
+
+def test_positions_point_at_the_events_that_carry_each_fact() -> None:
+    payloads = [
+        *opening(),
+        *message_item(0, "msg_a", ["Hi"]),
+        *call(1, ['{"a":', " 1}"]),
+        error_event(),
+        {"type": "response.completed", "response": response("completed", usage=usage(3, 4))},
+    ]
+    body = sse(payloads)
+    at = dict(enumerate(starts(body)))
+    kinds = [payload["type"] for payload in payloads]
+    added = [n for n, kind in enumerate(kinds) if kind == "response.output_item.added"][1]
+    error, last = kinds.index("error"), len(payloads) - 1
+    transcript = read(body, status=200)
+    choice = transcript.choices[0]
+    assert choice.position == Position(0, 0)
+    assert choice.tool_calls[0].position == Position(added, at[added])
+    assert choice.finish_position == transcript.usage_position == Position(last, at[last])
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.ERROR_IN_STREAM, Position(error, at[error]))
+    ]
+
+
+def test_a_stream_without_response_created_begins_at_its_first_response_event() -> None:
+    for kind in ("response.in_progress", "response.queued"):
+        payloads = [{"type": kind, "response": response("in_progress")}]
+        body = completed(message_item(0, "msg_a", ["Hi"]))
+        body = sse(payloads) + body.split(b"\n\n", 2)[2]
+        assert read(body).choices[0].position == Position(0, 0)
+
+
+def test_a_downstream_call_whose_item_never_came_is_added_at_its_first_delta() -> None:
+    upstream = completed(message_item(0, "msg_a", ["Hi"]))
+    stray = {"type": "response.function_call_arguments.delta", "item_id": "fc_9", "delta": "{}"}
+    indexed = {**stray, "output_index": 4}
+    for delta in (stray, indexed):
+        payloads = [*opening(), *message_item(0, "msg_a", ["Hi"]), delta]
+        payloads.append({"type": "response.completed", "response": response("completed")})
+        body = sse(payloads)
+        comparison = compare(read(upstream), read(body))
+        found = {f.code: f for f in comparison.findings}
+        assert Code.TOOL_CALLS_ADDED in found
+        stray_at = len(payloads) - 2
+        assert found[Code.TOOL_CALLS_ADDED].position == Position(stray_at, starts(body)[stray_at])
+        call_of = read(body).choices[0].tool_calls[0]
+        assert (call_of.index, call_of.arguments) == (delta.get("output_index", 0), "{}")
+
+
+def test_deltas_of_an_unknown_item_without_output_index_are_a_call_after_the_others() -> None:
+    known = call(0, ['{"a": 1}'])
+    stray = {"type": "response.function_call_arguments.delta", "item_id": "fc_x", "delta": "{}"}
+    other = {**stray, "item_id": "fc_y", "delta": '{"b": 2}'}
+    transcript = read(completed(known, [stray, other, {**stray, "delta": ""}]))
+    calls = transcript.choices[0].tool_calls
+    assert [(c.index, c.arguments) for c in calls] == [(0, '{"a": 1}'), (1, "{}"), (2, '{"b": 2}')]
+
+
+def test_function_call_items_added_without_output_index_take_the_next_indexes() -> None:
+    items = [call(n, [f'{{"n": {n}}}']) for n in range(2)]
+    for events in items:
+        events[0].pop("output_index")
+    calls = read(completed(*items)).choices[0].tool_calls
+    assert [(c.index, c.decoded.value) for c in calls] == [(0, {"n": 0}), (1, {"n": 1})]
+
+
+def test_arguments_done_closes_a_call_and_states_its_arguments_without_the_item_done() -> None:
+    events = call(0, ['{"a": 1}'])
+    del events[1], events[-1]
+    transcript = read(completed(events))
+    calls = transcript.choices[0].tool_calls
+    assert [(c.arguments, c.decoded.value) for c in calls] == [('{"a": 1}', {"a": 1})]
+    assert transcript.findings == []
+
+
+def test_arguments_that_are_not_a_string_are_read_as_none_given() -> None:
+    item = function_call("fc_a", "call_a", "f", "", "completed")
+    item["arguments"] = {"a": 1}
+    transcript = read(json.dumps(response("completed", [item])).encode())
+    assert transcript.choices[0].tool_calls[0].arguments == ""
+    assert transcript.findings == []
+
+
+def test_an_output_item_then_a_second_response_created_is_a_restart() -> None:
+    created = opening()[0]
+    body = sse([created, *message_item(0, "msg_a", [])[:1], created])
+    assert codes(read(body))[0] == Code.STREAM_RESTARTED
+
+
+def test_a_json_body_reads_text_past_a_malformed_part_and_places_all_at_the_body() -> None:
+    text = message("msg_a", "Hi")
+    text["content"].insert(0, "junk")
+    cut = function_call("fc_a", "call_a", "f", '{"a"', "incomplete")
+    transcript = read(json.dumps(response("incomplete", [text, cut])).encode())
+    assert transcript.choices[0].text == "Hi"
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.TOOL_ARGUMENTS_INVALID, Position(None, 0))
+    ]
