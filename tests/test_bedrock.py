@@ -261,3 +261,69 @@ def test_a_converse_error_body_is_read_by_the_dialect_its_path_names() -> None:
     assert transcript.dialect == "bedrock.converse"
     assert transcript.errors and codes(transcript) == []
     assert read(body, path="/model/m/converse", status=200).dialect == "unknown"
+
+
+def starts(events: list[tuple[str, Any]]) -> list[int]:
+    """The byte offset of each message of `converse(events)`."""
+    return [len(converse(events[:n])) for n in range(len(events))]
+
+
+def test_positions_point_at_the_messages_that_carry_each_fact() -> None:
+    at = starts(TOOL_USE)
+    transcript = read(converse(TOOL_USE))
+    choice = transcript.choices[0]
+    assert choice.position == Position(0, 0)
+    assert choice.tool_calls[0].position == Position(8, at[8])
+    assert choice.finish_position == Position(15, at[15])
+    assert transcript.usage_position == Position(16, at[16])
+
+
+def test_a_call_whose_block_start_was_lost_begins_at_its_first_input() -> None:
+    events = [event for event in TOOL_USE if event[0] != "contentBlockStart"]
+    transcript = read(converse(events))
+    [call] = transcript.choices[0].tool_calls
+    assert (call.index, call.id, call.position) == (1, None, Position(8, starts(events)[8]))
+    assert call.decoded.value == {"location": "Paris, FR", "unit": "celsius"}
+
+
+def test_an_error_message_is_an_error_with_its_code_and_text() -> None:
+    headers = {":message-type": "error", ":error-code": "InternalFailure",
+               ":error-message": "The server failed"}
+    body = converse(TOOL_USE[:3]) + wire.encode(headers)
+    transcript = read(body, status=200)
+    assert transcript.errors == [{"code": "InternalFailure", "message": "The server failed"}]
+    [error] = [f for f in transcript.findings if f.code is Code.ERROR_IN_STREAM]
+    assert error.position == Position(3, len(converse(TOOL_USE[:3])))
+
+
+@pytest.mark.parametrize(
+    ("usage", "counts"),
+    [
+        ({"inputTokens": 12, "outputTokens": 58}, (12, 58, 70)),
+        ({"cacheReadInputTokens": 300, "outputTokens": 58, "totalTokens": 1}, (300, 58, 1)),
+        ({"outputTokens": 58}, (None, 58, None)),
+        ({"inputTokens": 12}, (12, None, None)),
+        ({"totalTokens": 9, "inputTokens": "12"}, (None, None, 9)),
+    ],
+)
+def test_usage_counts_what_is_given_and_sums_a_missing_total(
+    usage: dict[str, Any], counts: tuple[int | None, ...]
+) -> None:
+    assert token_counts(read(converse(replaced("metadata", {"usage": usage})))) == counts
+
+
+def test_usage_without_any_count_is_no_usage() -> None:
+    transcript = read(converse(replaced("metadata", {"usage": {"inputTokens": "1"}})))
+    assert (transcript.usage, transcript.usage_position) == (None, None)
+
+
+def test_a_converse_body_places_its_calls_and_its_error_at_the_body() -> None:
+    whole = read(json.dumps(CONVERSE_BODY).encode())
+    assert whole.choices[0].tool_calls[0].position == Position(None, 0)
+    error = {"message": "Malformed input request"}
+    failed = read(json.dumps(error).encode(), dialect="bedrock.converse", status=200)
+    assert failed.errors == [error]
+    assert [(f.code, f.position) for f in failed.findings] == [
+        (Code.ERROR_IN_STREAM, Position(None, 0))]
+    with_output = read(json.dumps({**CONVERSE_BODY, "message": "x"}).encode(), status=200)
+    assert with_output.errors == []
