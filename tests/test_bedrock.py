@@ -327,3 +327,64 @@ def test_a_converse_body_places_its_calls_and_its_error_at_the_body() -> None:
         (Code.ERROR_IN_STREAM, Position(None, 0))]
     with_output = read(json.dumps({**CONVERSE_BODY, "message": "x"}).encode(), status=200)
     assert with_output.errors == []
+
+
+@pytest.mark.parametrize("dropped", [1, 2, 3])
+def test_without_message_start_the_choice_begins_at_its_first_content(dropped: int) -> None:
+    """Dropping the start, then the text too, then the call's block start as well."""
+    kinds = ["messageStart", "contentBlockDelta:text", "contentBlockStart"][:dropped]
+
+    def kind_of(event: tuple[str, Any]) -> str:
+        return event[0] + (":text" if "text" in event[1].get("delta", {}) else "")
+
+    events = [event for event in TOOL_USE if kind_of(event) not in kinds]
+    first = 0 if dropped == 1 else 1  # after the text block's stop
+    assert read(converse(events)).choices[0].position == Position(first, starts(events)[first])
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [("contentBlockDelta", {"delta": {"text": ""}, "contentBlockIndex": 0}),
+     ("contentBlockStart", {"start": {}, "contentBlockIndex": 0})],
+)
+def test_a_block_begun_then_a_second_message_start_is_a_restart(
+    opening: tuple[str, Any],
+) -> None:
+    events = [TOOL_USE[0], opening, *TOOL_USE]
+    [restart] = [f for f in read(converse(events)).findings if f.code is Code.STREAM_RESTARTED]
+    assert restart.position == Position(2, starts(events)[2])
+
+
+def test_a_payload_that_is_not_json_is_invalid_and_the_stream_goes_on() -> None:
+    bad = wire.encode({":event-type": "contentBlockDelta", ":message-type": "event"}, b"{oops")
+    body = converse(TOOL_USE[:2]) + bad + converse(TOOL_USE[2:])
+    transcript = read(body)
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.JSON_INVALID, Position(2, len(converse(TOOL_USE[:2]))))]
+    assert transcript.choices[0].text == "I'll check the weather in Paris for you."
+    assert token_counts(transcript) == (412, 58, 470)
+
+
+def test_messages_without_a_message_type_are_events() -> None:
+    body = b"".join(wire.encode({":event-type": kind}, json.dumps(payload).encode())
+                    for kind, payload in TOOL_USE)
+    assert read(body).choices[0].finish_reason == "tool_calls"
+
+
+def test_an_exception_without_a_json_message_and_one_outside_a_2xx() -> None:
+    garbled = wire.encode({":message-type": "exception", ":exception-type": "x"}, b"<html>")
+    assert read(converse(TOOL_USE[:3]) + garbled).errors == [{"type": "x", "message": None}]
+    refused = read(converse(TOOL_USE[:3]) + wire.exception(*THROTTLED), status=429)
+    assert len(refused.errors) == 1
+    assert Code.ERROR_IN_STREAM not in codes(refused)
+
+
+def test_the_usage_after_the_stop_is_read_past_other_messages_and_none_ends_it_early() -> None:
+    stray = ("contentBlockStop", {"contentBlockIndex": 1})
+    after = [*TOOL_USE[:-1], stray, TOOL_USE[-1]]
+    assert token_counts(read(converse(after))) == (412, 58, 470)
+    early = {"usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3}}
+    before = [*TOOL_USE[:-2], ("metadata", early), *TOOL_USE[-2:]]
+    transcript = read(converse(before))
+    assert transcript.choices[0].finish_reason == "tool_calls"
+    assert token_counts(transcript) == (412, 58, 470)

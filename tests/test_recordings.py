@@ -207,6 +207,7 @@ def test_a_capture_is_found_by_key_in_the_newest_day_that_holds_its_pair_json(
 def test_a_body_type_is_read_without_its_parameters_case_or_spaces() -> None:
     assert recordings.body_extension(" application/jsonl ; charset=utf-8") == "ndjson"
     assert recordings.body_extension("TEXT/EVENT-STREAM") == "sse"
+    assert recordings.body_extension("text/event-stream; charset=utf-8; x=1") == "sse"
 
 
 def test_only_an_upstream_retry_has_an_attempt_stem() -> None:
@@ -244,8 +245,8 @@ def test_the_compared_legs_are_the_last_attempt_unless_an_upstream_leg_is_named(
         (tmp_path / recordings.PAIR_JSON).write_bytes(orjson.dumps({"legs": legs}))
         return recordings.pair_legs(tmp_path)
 
-    first, last, named = {"file": "a"}, {"file": "b"}, {"file": "c"}
-    assert legs_of({"upstream_attempts": [first, last]}) == {"upstream": last}
+    first, second, last, named = {"file": "a"}, {"file": "b"}, {"file": "c"}, {"file": "d"}
+    assert legs_of({"upstream_attempts": [first, second, last]}) == {"upstream": last}
     assert legs_of({"upstream_attempts": [first, last], "upstream": named}) == {"upstream": named}
     assert legs_of({"upstream_attempts": [first, "junk"], "downstream": first}) == {
         "downstream": first}

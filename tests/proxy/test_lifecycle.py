@@ -77,6 +77,16 @@ def test_events_for_unknown_keys_do_nothing() -> None:
     assert life.expired("x") == [] and not life.attempt_matched("x")
 
 
+def test_a_capture_forgotten_twice_or_never_known_is_no_error() -> None:
+    life = Lifecycle()
+    life.open("a", "single")
+    assert life.single_ended("a") == [Finalize("a", orphan=False)]
+    life.finalized("a")
+    life.finalized("a")
+    life.finalized("never")
+    assert len(life) == 0
+
+
 @dataclass
 class _Capture:
     kind: str
