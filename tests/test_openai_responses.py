@@ -326,3 +326,36 @@ def test_a_json_body_reads_text_past_a_malformed_part_and_places_all_at_the_body
     assert [(f.code, f.position) for f in transcript.findings] == [
         (Code.TOOL_ARGUMENTS_INVALID, Position(None, 0))
     ]
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"type": "response.output_text.delta", "output_index": 0, "delta": "Hi"},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": function_call("fc_a", "call_a", "f", "", "in_progress")},
+        {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"},
+        {"type": "response.function_call_arguments.done", "output_index": 0, "arguments": "{}"},
+    ],
+)
+def test_a_stream_cut_of_its_opening_begins_at_its_first_content(first: dict) -> None:
+    body = sse([first, {"type": "response.completed", "response": response("completed")}])
+    assert read(body).choices[0].position == Position(0, 0)
+
+
+def test_a_call_first_seen_in_an_indexed_delta_keeps_the_item_id_later_deltas_name() -> None:
+    delta = {"type": "response.function_call_arguments.delta", "item_id": "fc_9"}
+    events = [{**delta, "output_index": 3, "delta": '{"a": '}, {**delta, "delta": "1}"}]
+    calls = read(completed(events)).choices[0].tool_calls
+    assert [(c.index, c.arguments) for c in calls] == [(3, '{"a": 1}')]
+
+
+def test_a_failed_responses_error_is_kept_whole_at_the_terminal_event() -> None:
+    failed = {"code": "server_error", "message": "The model failed."}
+    body = completed([], status="failed", error=failed)
+    last = len(starts(body)) - 1
+    transcript = read(body, status=200)
+    assert transcript.errors == [failed]
+    assert [(f.code, f.position, f.detail) for f in transcript.findings] == [
+        (Code.ERROR_IN_STREAM, Position(last, starts(body)[last]),
+         "server_error: The model failed.")]
