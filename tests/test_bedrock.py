@@ -388,3 +388,8 @@ def test_the_usage_after_the_stop_is_read_past_other_messages_and_none_ends_it_e
     transcript = read(converse(before))
     assert transcript.choices[0].finish_reason == "tool_calls"
     assert token_counts(transcript) == (412, 58, 470)
+
+
+def test_a_stop_reason_that_is_not_a_string_is_kept_as_written() -> None:
+    choice = read(converse(replaced("messageStop", {"stopReason": 5}))).choices[0]
+    assert (choice.raw_finish_reason, choice.finish_reason) == ("5", "5")
