@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from calltap.codes import Code
 from calltap.compare import compare
-from calltap.dialects import bedrock
+from calltap.dialects import bedrock, bedrock_anthropic
 from calltap.eventstream import EventStreamDecoder
 from calltap.fakes import eventstream as wire
 from calltap.transcript import Position
@@ -304,6 +304,7 @@ def test_an_error_message_is_an_error_with_its_code_and_text() -> None:
         ({"outputTokens": 58}, (None, 58, None)),
         ({"inputTokens": 12}, (12, None, None)),
         ({"totalTokens": 9, "inputTokens": "12"}, (None, None, 9)),
+        ({"inputTokens": 12, "outputTokens": "58"}, (12, None, None)),
     ],
 )
 def test_usage_counts_what_is_given_and_sums_a_missing_total(
@@ -393,3 +394,30 @@ def test_the_usage_after_the_stop_is_read_past_other_messages_and_none_ends_it_e
 def test_a_stop_reason_that_is_not_a_string_is_kept_as_written() -> None:
     choice = read(converse(replaced("messageStop", {"stopReason": 5}))).choices[0]
     assert (choice.raw_finish_reason, choice.finish_reason) == ("5", "5")
+
+
+def test_only_an_event_or_a_body_with_its_output_message_and_stop_reason_is_converse() -> None:
+    assert bedrock.sniff({"messageStop": {"stopReason": "end_turn"}})
+    assert bedrock.sniff(CONVERSE_BODY)
+    for payload in ([CONVERSE_BODY], "messageStop", {"stopReason": "end_turn", "x": 1},
+                    {"output": {"text": "Hi"}, "stopReason": "end_turn"}):
+        assert not bedrock.sniff(payload)
+
+
+def test_an_invoke_stream_reads_its_chunks_past_other_messages_and_unreadable_chunks() -> None:
+    events = anthropic_events()
+    other = wire.event("initial-response", {})
+    array = wire.encode({":event-type": "chunk", ":message-type": "event"}, b"[1]")
+    body = (b"".join(wire.chunk(event) for event in events[:3]) + other + array
+            + b"".join(wire.chunk(event) for event in events[3:]))
+    transcript = read(body, path=INVOKE_STREAM_PATH)
+    assert codes(transcript) == [Code.JSON_INVALID]
+    assert transcript.findings[0].position.event == 4
+    assert compare(read(anthropic.sse(events)), transcript).verdict == "inconclusive"
+    assert transcript.choices[0].tool_calls[0].decoded.value == {"city": "Paris"}
+
+
+def test_only_a_lone_chunk_with_bytes_is_an_invoke_stream_event() -> None:
+    assert bedrock_anthropic.sniff({"chunk": {"bytes": ""}})
+    for payload in ({"chunk": {"bytes": ""}, "x": 1}, [1], {"chunk": "x"}, {"chunk": {}}):
+        assert not bedrock_anthropic.sniff(payload)

@@ -115,3 +115,24 @@ def test_an_anthropic_body_on_invoke_has_the_chat_fingerprint():
 def test_a_converse_body_without_messages_gives_none():
     assert fp({"toolConfig": CONVERSE_TOOLS}, CONVERSE) is None
     assert fp({"messages": "hello"}, CONVERSE) is None
+
+
+def test_a_converse_request_keeps_its_fingerprint_past_entries_it_cannot_read():
+    """A cache point among the tools, a block that is not an object, a tool result whose content
+    is not a list: each is skipped, and what follows it still counts."""
+    converse = {"toolConfig": CONVERSE_TOOLS, "messages": [
+        {"role": "user", "content": [{"text": QUESTION}]}]}
+    noisy = orjson.loads(orjson.dumps(converse))
+    noisy["toolConfig"]["tools"].insert(1, {"cachePoint": {"type": "default"}})
+    noisy["messages"][0]["content"].insert(0, "junk")
+    assert fp(noisy, CONVERSE) == fp(converse, CONVERSE) is not None
+    results = [{"toolResult": {"content": None}}, {"text": QUESTION}]
+    odd_result = {"messages": [{"role": "user", "content": results}]}
+    empty_result = {"messages": [{"role": "user", "content": [
+        {"toolResult": {"content": []}}, {"text": QUESTION}]}]}
+    assert fp(odd_result, CONVERSE) == fp(empty_result, CONVERSE) is not None
+
+
+def test_a_converse_message_whose_content_is_not_a_list_is_read_as_written():
+    text = {"messages": [{"role": "user", "content": QUESTION}]}
+    assert fp(text, CONVERSE) == fp({"messages": text["messages"]}, CHAT) is not None
