@@ -716,3 +716,97 @@ def test_a_forced_dialect_reads_an_array_by_elements_only_if_it_reads_events() -
     forced = read(body, dialect=NAME)
     assert (forced.dialect, forced.streaming, forced.events) == (NAME, True, 2)
     assert read(body, dialect="ollama.chat").streaming is False
+
+
+def event_starts(body: bytes) -> list[int]:
+    """The byte offset of each event of a `gemini_sse` body."""
+    offsets, at = [], 0
+    for block in body.split(b"\r\n\r\n")[:-1]:
+        offsets.append(at)
+        at += len(block) + 4
+    return offsets
+
+
+def test_positions_point_at_the_chunks_that_carry_each_fact() -> None:
+    payloads = [
+        chunk([candidate([text("Hi")])], None),
+        "{oops",
+        chunk([candidate([text(" there")]), candidate([text("Yo")], index=1)], usage(3, 4)),
+        error(),
+        chunk([candidate([], finish="STOP"), candidate([], index=1, finish=7)], usage(3, 5)),
+    ]
+    body = gemini_sse(payloads)
+    at = event_starts(body)
+    transcript = read(body, status=200)
+    first, second = transcript.choices[0], transcript.choices[1]
+    assert (first.position, second.position) == (Position(0, 0), Position(2, at[2]))
+    assert (first.text, second.index) == ("Hi there", 1)
+    assert first.finish_position == second.finish_position == Position(4, at[4])
+    assert (second.raw_finish_reason, transcript.usage_position) == ("7", Position(4, at[4]))
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.JSON_INVALID, Position(1, at[1])), (Code.ERROR_IN_STREAM, Position(3, at[3]))]
+
+
+def test_a_candidate_not_yet_finished_has_no_raw_finish_reason() -> None:
+    choice = read(gemini_sse([chunk([candidate([text("Hi")])], None)])).choices[0]
+    assert (choice.raw_finish_reason, choice.finish_reason) == (None, None)
+
+
+def test_a_blocked_prompt_finishes_its_one_choice_where_the_block_was_said() -> None:
+    blocked = {"promptFeedback": {"blockReason": "SAFETY"}}
+    unspecified = {"promptFeedback": {"blockReason": "BLOCK_REASON_UNSPECIFIED"}}
+    body = gemini_sse([chunk(None, None), unspecified, blocked])
+    at = event_starts(body)
+    transcript = read(body, path=GEMINI_PATH)
+    [(index, choice)] = transcript.choices.items()
+    assert (index, choice.index, choice.raw_finish_reason) == (0, 0, "SAFETY")
+    assert choice.position == choice.finish_position == Position(2, at[2])
+
+
+def test_an_answer_without_candidates_is_missing_its_finish_at_the_end() -> None:
+    body = gemini_sse([chunk(None, None)])
+    transcript = read(body, path=GEMINI_PATH)
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.FINISH_REASON_MISSING, transcript.end_position)]
+    assert transcript.end_position is not None
+
+
+def test_parts_past_one_that_is_not_an_object_are_read() -> None:
+    body = gemini_sse([chunk([candidate(["junk", text("Hi")], finish="STOP")], None)])
+    assert read(body).choices[0].text == "Hi"
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ({"promptTokenCount": 5}, (5, 0, 5)),
+        ({"candidatesTokenCount": 3}, (0, 3, 3)),
+        ({"thoughtsTokenCount": 2}, (0, 2, 2)),
+        ({"totalTokenCount": 7}, (0, 0, 7)),
+        ({"promptTokenCount": 1, "candidatesTokenCount": 2}, (1, 2, 3)),
+    ],
+)
+def test_a_usage_snapshot_counts_what_it_leaves_out_as_zero(
+    counts: dict[str, int], expected: tuple[int, int, int]
+) -> None:
+    body = gemini_sse([chunk([candidate([text("Hi")], finish="STOP")], counts)])
+    assert token_counts(read(body)) == expected
+
+
+def test_a_request_keeps_the_order_of_text_and_function_responses_and_every_tool_list() -> None:
+    request = {
+        "contents": [{"role": "user", "parts": [
+            text("Before."), text("Hidden.", thought=True),
+            {"functionResponse": {"name": "f", "response": {"a": 1, "b": 2}}},
+            text("After."),
+        ]}],
+        "tools": [{"functionDeclarations": [{"name": "f"}, "junk", {"name": 3}]}, "junk",
+                  {"function_declarations": [{"name": "g"}]}],
+    }
+    entries, names = gemini.conversation(request) or ([], [])
+    assert names == ["f", "g"]
+    assert entries == [
+        {"role": "user", "content": [{"type": "text", "text": "Before."}]},
+        {"role": "tool", "content": '{"a":1,"b":2}'},
+        {"role": "user", "content": [{"type": "text", "text": "After."}]},
+    ]
