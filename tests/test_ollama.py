@@ -251,3 +251,56 @@ def test_every_parallel_call_merged_onto_index_0_diverges() -> None:
     assert {Code.TOOL_CALL_ID_CONFLICT, Code.TOOL_ARGUMENTS_INVALID,
             Code.TOOL_CALLS_DROPPED} <= found
 
+
+
+def line_starts(body: bytes) -> list[int]:
+    """The byte offset of each line of an `ndjson` body."""
+    offsets, at = [], 0
+    for text in body.split(b"\n")[:-1]:
+        offsets.append(at)
+        at += len(text) + 1
+    return offsets
+
+
+def test_positions_point_at_the_lines_that_carry_each_fact() -> None:
+    with_id = {**call("get_weather", WEATHER), "id": "call_7"}
+    body = ndjson([line("Hi"), {"error": "model runner stopped"}, line(calls=[with_id]), last()])
+    at = line_starts(body)
+    transcript = read(body, status=200)
+    choice = transcript.choices[0]
+    assert choice.position == Position(0, 0)
+    [only] = choice.tool_calls
+    assert (only.id, only.position) == ("call_7", Position(2, at[2]))
+    assert choice.finish_position == transcript.usage_position == Position(3, at[3])
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.ERROR_IN_STREAM, Position(1, at[1]))]
+
+
+def test_a_stream_that_opens_with_a_call_begins_there() -> None:
+    body = ndjson([{"message": {"tool_calls": [call("f", {})]}}, last()])
+    assert read(body, path=PATH).choices[0].position == Position(0, 0)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "completion", "expected"),
+    [(72, None, (72, None, None)), (None, 41, (None, 41, None)), (None, None, None)],
+)
+def test_the_final_line_gives_whichever_counts_it_has(
+    prompt: int | None, completion: int | None, expected: tuple | None
+) -> None:
+    final = last()
+    for key, value in (("prompt_eval_count", prompt), ("eval_count", completion)):
+        if value is None:
+            del final[key]
+        else:
+            final[key] = value
+    usage = read(ndjson([line("Hi"), final])).usage
+    assert (usage and (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)) == (
+        expected)
+
+
+def test_a_line_with_a_byte_that_is_not_utf8_says_which() -> None:
+    body = ndjson([line("Hi")]) + b'{"x": "\xff"}\n' + ndjson([last()])
+    [finding] = [f for f in read(body, path=PATH).findings if f.code is Code.JSON_INVALID]
+    assert finding.detail.startswith("byte ")
+    assert finding.detail.endswith(" is not UTF-8")
