@@ -262,3 +262,86 @@ def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
         assert_survives(read(sse(payloads), path="/v1/messages"), "anthropic.messages")
         whole = json.dumps(payloads[0]["message"]).encode()
         assert_survives(read(whole, dialect="anthropic.messages"), "anthropic.messages")
+
+
+def event_starts(body: bytes) -> list[int]:
+    """The byte offset of each event of an `sse` body."""
+    offsets, at = [], 0
+    for block in body.split(b"\n\n")[:-1]:
+        offsets.append(at)
+        at += len(block) + 2
+    return offsets
+
+
+def test_positions_point_at_the_events_that_carry_each_fact() -> None:
+    payloads = [message_start(), *text_block(0, ["Hi"]), *tool_block(1, "toolu_a", "f", ["{}"]),
+                error(), message_delta("tool_use", 40), STOP]
+    body = sse(payloads)
+    at = event_starts(body)
+    transcript = read(body, status=200)
+    choice = transcript.choices[0]
+    assert choice.position == Position(0, 0)
+    assert choice.tool_calls[0].position == Position(4, at[4])
+    assert choice.finish_position == transcript.usage_position == Position(9, at[9])
+    assert [(f.code, f.position) for f in transcript.findings] == [
+        (Code.ERROR_IN_STREAM, Position(8, at[8]))]
+
+
+def test_a_message_start_snapshot_gives_its_stop_reason_and_usage_at_its_event() -> None:
+    start = message_start()
+    start["message"].update(content=[{"type": "text", "text": "Hi"}], stop_reason="end_turn")
+    start["message"]["usage"] = {"input_tokens": 7}
+    transcript = read(sse([start, STOP]))
+    choice = transcript.choices[0]
+    assert (choice.text, choice.finish_reason, choice.finish_position) == (
+        "Hi", "stop", Position(0, 0))
+    assert (token_counts(transcript), transcript.usage_position) == ((7, None, None),
+                                                                     Position(0, 0))
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        message_delta("end_turn", 3),
+        {"type": "message_start", "message": "junk"},
+    ],
+)
+def test_a_stream_cut_of_its_message_start_begins_at_its_first_event(first: dict) -> None:
+    body = sse([PING, first, message_delta("end_turn", 3), STOP])
+    assert read(body, path="/v1/messages").choices[0].position == Position(1, event_starts(body)[1])
+
+
+def test_a_fragment_of_a_block_never_started_is_a_call_at_its_index_and_event() -> None:
+    stray = {"type": "content_block_delta", "index": 2,
+             "delta": {"type": "input_json_delta", "partial_json": '{"a": 1}'}}
+    body = message(text_block(0, ["Hi"]), [stray, {"type": "content_block_stop", "index": 2}])
+    [call] = read(body).choices[0].tool_calls
+    assert (call.index, call.position) == (2, Position(5, event_starts(body)[5]))
+    assert call.decoded.value == {"a": 1}
+
+
+def test_an_empty_delta_then_a_second_message_start_is_a_restart() -> None:
+    empty = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": ""}}
+    body = sse([message_start(), empty, message_start(), message_delta("end_turn", 1), STOP])
+    assert Code.STREAM_RESTARTED in codes(read(body))
+
+
+def test_a_json_body_is_read_by_its_type_or_its_content_and_keeps_its_error_whole() -> None:
+    typed = read(json.dumps({"type": "message", "stop_reason": "end_turn"}).encode(),
+                 dialect="anthropic.messages")
+    assert typed.choices[0].finish_reason == "stop"
+    untyped = read(json.dumps({"content": [{"type": "text", "text": "Hi"}]}).encode(),
+                   dialect="anthropic.messages")
+    assert untyped.choices[0].text == "Hi"
+    failure = {"type": "api_error", "message": "Internal server error"}
+    failed = read(json.dumps({"type": "error", "error": failure}).encode(),
+                  dialect="anthropic.messages", status=200)
+    assert failed.errors == [failure]
+    assert [(f.code, f.position) for f in failed.findings] == [
+        (Code.ERROR_IN_STREAM, Position(None, 0))]
