@@ -421,3 +421,11 @@ def test_only_a_lone_chunk_with_bytes_is_an_invoke_stream_event() -> None:
     assert bedrock_anthropic.sniff({"chunk": {"bytes": ""}})
     for payload in ({"chunk": {"bytes": ""}, "x": 1}, [1], {"chunk": "x"}, {"chunk": {}}):
         assert not bedrock_anthropic.sniff(payload)
+
+
+def test_a_chunk_whose_bytes_are_not_strict_base64_is_unreadable() -> None:
+    events = anthropic_events()
+    encoded = base64.b64encode(json.dumps(events[1]).encode()).decode()
+    loose = wire.event("chunk", {"bytes": encoded[:8] + "!" + encoded[8:]})
+    body = wire.chunk(events[0]) + loose + b"".join(wire.chunk(event) for event in events[2:])
+    assert codes(read(body, path=INVOKE_STREAM_PATH))[0] == Code.JSON_INVALID

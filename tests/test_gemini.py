@@ -810,3 +810,19 @@ def test_a_request_keeps_the_order_of_text_and_function_responses_and_every_tool
         {"role": "tool", "content": '{"a":1,"b":2}'},
         {"role": "user", "content": [{"type": "text", "text": "After."}]},
     ]
+
+
+@pytest.mark.parametrize(
+    ("payload", "claimed"),
+    [
+        ({"usageMetadata": {}, "modelVersion": "m"}, True),
+        ({"promptFeedback": {}, "responseId": "r"}, True),
+        ({"usageMetadata": {}}, False),
+        ({"promptFeedback": {}}, False),
+        ({"modelVersion": "m", "responseId": "r"}, False),
+    ],
+)
+def test_a_chunk_without_candidates_is_gemini_by_its_usage_or_feedback_and_its_ids(
+    payload: dict[str, Any], claimed: bool
+) -> None:
+    assert gemini.sniff(payload) is claimed

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from calltap.codes import Code
 from calltap.compare import compare
+from calltap.dialects import openai_responses
 from calltap.transcript import Position
 from dialect_helpers import (
     ARGUMENTS,
@@ -359,3 +360,24 @@ def test_a_failed_responses_error_is_kept_whole_at_the_terminal_event() -> None:
     assert [(f.code, f.position, f.detail) for f in transcript.findings] == [
         (Code.ERROR_IN_STREAM, Position(last, starts(body)[last]),
          "server_error: The model failed.")]
+
+
+@pytest.mark.parametrize("status", ["in_progress", "queued"])
+def test_a_body_still_running_has_no_finish_reason(status: str) -> None:
+    transcript = read(json.dumps(response(status, [message("msg_a", "Hi")])).encode())
+    assert transcript.choices[0].finish_reason is None
+
+
+def test_a_stream_of_only_its_terminal_event_begins_there() -> None:
+    body = sse([{"type": "response.completed", "response": response("completed")}])
+    assert read(body).choices[0].position == Position(0, 0)
+
+
+def test_a_request_reads_its_chat_messages_or_its_input_and_every_tool_list() -> None:
+    chat_shaped = {"messages": [{"role": "user", "content": "Hi"}], "input": 7}
+    assert openai_responses.conversation(chat_shaped) is not None
+    legacy = {"input": "Hi", "tools": [{"type": "function", "name": "f"}],
+              "functions": [{"name": "g"}]}
+    conversation = openai_responses.conversation(legacy)
+    assert conversation is not None
+    assert conversation[1] == ["f", "g"]
