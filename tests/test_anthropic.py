@@ -345,3 +345,37 @@ def test_a_json_body_is_read_by_its_type_or_its_content_and_keeps_its_error_whol
     assert failed.errors == [failure]
     assert [(f.code, f.position) for f in failed.findings] == [
         (Code.ERROR_IN_STREAM, Position(None, 0))]
+
+
+def test_payload_warnings_and_non_objects_are_placed_at_their_events_and_the_rest_read() -> None:
+    body = sse([message_start(), *text_block(0, ["Hi"])])
+    at = len(body)
+    body += b'event: ping\ndata: {"type": "ping", "x": NaN}\n\n'
+    second = len(body)
+    body += b"event: ping\ndata: [1]\n\n"
+    third = len(body)
+    body += b"event: ping\ndata: {oops\n\n"
+    body += sse([message_delta("end_turn", 3), STOP])
+    transcript = read(body)
+    found = [(f.code, f.position) for f in transcript.findings]
+    assert found == [(Code.NON_FINITE_NUMBER, Position(4, at)),
+                     (Code.JSON_INVALID, Position(5, second)),
+                     (Code.JSON_INVALID, Position(6, third))]
+    assert transcript.findings[1].detail == "payload is not a JSON object"
+    assert transcript.findings[2].detail
+    choice = transcript.choices[0]
+    assert (choice.index, choice.text, choice.finish_reason) == (0, "Hi", "stop")
+
+
+def test_a_payload_without_a_type_takes_its_event_line() -> None:
+    untyped = b'event: message_delta\ndata: {"delta": {"stop_reason": "end_turn"}}\n\n'
+    body = sse([message_start(), *text_block(0, ["Hi"])]) + untyped + sse([STOP])
+    assert read(body).choices[0].finish_reason == "stop"
+
+
+def test_a_cut_block_is_flagged_on_choice_0_with_its_index() -> None:
+    cut_block = tool_block(1, "toolu_a", "f", ['{"a": 1}'], stopped=False)
+    body = message(text_block(0, ["Hi"]), cut_block)
+    [cut] = [f for f in read(body).findings if f.code is Code.TOOL_ARGUMENTS_INVALID]
+    assert cut.choice == 0
+    assert "tool_use block 1 never stopped" in (cut.detail or "")

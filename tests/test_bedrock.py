@@ -429,3 +429,8 @@ def test_a_chunk_whose_bytes_are_not_strict_base64_is_unreadable() -> None:
     loose = wire.event("chunk", {"bytes": encoded[:8] + "!" + encoded[8:]})
     body = wire.chunk(events[0]) + loose + b"".join(wire.chunk(event) for event in events[2:])
     assert codes(read(body, path=INVOKE_STREAM_PATH))[0] == Code.JSON_INVALID
+
+
+def test_a_stream_that_opens_with_its_stop_begins_there() -> None:
+    transcript = read(converse(TOOL_USE[-2:]))
+    assert transcript.choices[0].position == Position(0, 0)

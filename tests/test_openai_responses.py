@@ -381,3 +381,9 @@ def test_a_request_reads_its_chat_messages_or_its_input_and_every_tool_list() ->
     conversation = openai_responses.conversation(legacy)
     assert conversation is not None
     assert conversation[1] == ["f", "g"]
+
+
+def test_text_then_a_second_response_created_is_a_restart() -> None:
+    created = opening()[0]
+    text = {"type": "response.output_text.delta", "output_index": 0, "delta": "Hi"}
+    assert codes(read(sse([created, text, created])))[0] == Code.STREAM_RESTARTED
