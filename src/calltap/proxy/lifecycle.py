@@ -43,8 +43,8 @@ class _State:
     orphan: bool
     front_done: bool = False
     in_flight: int = 0
-    attempts_ended: int = 0
-    legs_ended: int = 0
+    attempt_ended: bool = False
+    leg_ended: bool = False
     closing: bool = field(default=False)
 
 
@@ -77,7 +77,7 @@ class Lifecycle:
         if state is None:
             return []
         state.front_done = True
-        state.legs_ended += 1
+        state.leg_ended = True
         return self._maybe_finalize(key, state)
 
     def attempt_ended(self, key: str) -> list[Action]:
@@ -85,8 +85,7 @@ class Lifecycle:
         if state is None:
             return []
         state.in_flight -= 1
-        state.attempts_ended += 1
-        state.legs_ended += 1
+        state.attempt_ended = state.leg_ended = True
         return self._maybe_finalize(key, state)
 
     def single_ended(self, key: str) -> list[Action]:
@@ -94,13 +93,13 @@ class Lifecycle:
         state = self._states.get(key)
         if state is None or state.closing:
             return []
-        state.legs_ended += 1
+        state.leg_ended = True
         return self._finalize(key, state)
 
     def expired(self, key: str) -> list[Action]:
         """The pairing book gave up on front leg `key`: no attempt came within the window."""
         state = self._states.get(key)
-        if state is None or state.closing or state.attempts_ended or state.in_flight:
+        if state is None or state.closing or state.attempt_ended or state.in_flight:
             return []
         state.orphan = True
         return self._finalize(key, state) if state.front_done else []
@@ -111,9 +110,9 @@ class Lifecycle:
         for key, state in list(self._states.items()):
             if state.closing:
                 continue
-            if state.kind == "pair" and not state.attempts_ended:
+            if state.kind == "pair" and not state.attempt_ended:
                 state.orphan = True
-            if state.legs_ended:
+            if state.leg_ended:
                 actions.extend(self._finalize(key, state))
             else:
                 del self._states[key]
@@ -127,7 +126,7 @@ class Lifecycle:
     def _maybe_finalize(self, key: str, state: _State) -> list[Action]:
         if state.closing or not state.front_done or state.in_flight:
             return []
-        if state.kind != "pair" or state.attempts_ended or state.orphan:
+        if state.kind != "pair" or state.attempt_ended or state.orphan:
             return self._finalize(key, state)
         return []
 
