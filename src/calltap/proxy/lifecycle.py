@@ -93,7 +93,6 @@ class Lifecycle:
         state = self._states.get(key)
         if state is None or state.closing:
             return []
-        state.leg_ended = True
         return self._finalize(key, state)
 
     def expired(self, key: str) -> list[Action]:
