@@ -25,13 +25,10 @@ from typing import Any, ClassVar, Literal
 
 from calltap.codes import Severity
 from calltap.proxy.capture import Claim
+from calltap.proxy.lifecycle import Kind
 from calltap.proxy.relay import Leg
 from calltap.transcript import Finding
 
-Kind = Literal["pair", "single", "other"]
-"""A `pair`: a compared front leg and its upstream attempts. A `single`: one leg checked on its
-own (single-leg mode, an orphaned back attempt, a front leg whose body was refused). An `other`
-request is recorded and never compared."""
 Mode = Literal["compare", "check", "record"]
 
 

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Kind = Literal["pair", "single", "other"]
+"""A `pair`: a compared front leg and its upstream attempts. A `single`: one leg checked on its
+own (single-leg mode, an orphaned back attempt, a front leg whose body was refused). An `other`
+request is recorded and never compared."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from calltap.proxy.hooks import (
     RecordingPaused,
     ResponseStarted,
 )
+from calltap.proxy.lifecycle import Kind
 from calltap.proxy.relay import Leg
 
 QUOTA_RESCAN_INTERVAL = 30.0
@@ -122,7 +123,7 @@ class RecordingAddon(Addon):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _kind(self, leg: Leg) -> Any:
+    def _kind(self, leg: Leg) -> Kind:
         if not leg.compared:
             return "other"
         return "pair" if leg.side == "downstream" and self.paired else "single"
