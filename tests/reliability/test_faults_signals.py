@@ -1,10 +1,11 @@
 """Signals reaching a real `calltap serve` process mid-stream.
 
 SIGTERM: it stops accepting, lets the streams in flight finish within the grace period, closes
-and compares every capture, and exits 0. SIGKILL: the streams die with it, the `.partial` files
-keep what the disk had received (a prefix of the provider's answer: each body is written in
-16 KiB pieces, so at most the last piece is lost), and a restart on the same recordings
-directory reports them and leaves them as they are.
+and compares every capture, and exits 0. SIGKILL: the streams die with it; a body past the
+hold bound (calltap keeps a small one in memory and writes it once at the leg's end) has
+spilled to its `.partial`, which keeps what the disk had received (a prefix of the provider's
+answer: a spilled body is written in 16 KiB pieces, so at most the last piece is lost), and a
+restart on the same recordings directory reports them and leaves them as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tests.reliability.harness import chat_body, launch, stack, streaming_provid
 from tests.support.provider import answer_events
 
 from calltap.fakes.provider import CHAT_PATH
+from calltap.proxy.capture import HOLD_BYTES
 
 STREAMS = 5
 
@@ -74,7 +76,7 @@ async def test_sigterm_mid_stream_lets_streams_finish_and_closes_captures(tmp_pa
 async def test_sigkill_mid_stream_leaves_partials_that_a_restart_reports_and_keeps(
     tmp_path: Path, tally
 ) -> None:
-    events, enough = 20_000, 48 * 1024
+    events, enough = 20_000, HOLD_BYTES + 48 * 1024
     provider = streaming_provider(delay=0.002)
     async with stack(tmp_path, provider) as run:
         keys = [f"kill-{n}" for n in range(3)]

@@ -1,19 +1,22 @@
-"""The recordings tree on disk: capture directories, body files written as bytes flow, pair.json.
+"""The recordings tree on disk: capture directories, body files, pair.json.
 
-A response body is written to `<name>.partial` while its stream flows and renamed to `<name>`
-when the leg ends, so a crash loses at most what the disk had not received and leaves the
-`.partial` for the next start to report. A request body read whole before forwarding is
-complete already and goes straight to its final name. Directories are 0700 and files 0600.
-Every disk error is caught here and handed to `on_failure`: recording is fail-open, the relay
-never sees it.
+A body is held in memory while it is small and written once, under its final name, when its
+leg ends; a body past `HOLD_BYTES` (or while sinks together hold `MAX_HELD_BYTES`) spills to
+`<name>.partial`, written as the stream flows and renamed when the leg ends. So a crash loses
+at most the legs in flight: the small ones whole, of the large ones what the disk had not
+received, and their `.partial` stays for the next start to report. Directories are 0700 and
+files 0600. Every disk error is caught here and handed to `on_failure`: recording is
+fail-open, the relay never sees it.
 
 Creating a file or a directory can cost a millisecond of kernel time on a busy filesystem
 (ext4 without a journal scans past every recently freed inode), and the event loop would stall
 every stream meanwhile. So mkdir and open run on one disk thread, in order, handed over once
-per loop iteration. Writing, closing and renaming are cheap everywhere and stay on the loop
-once the file is open; until then a sink keeps its chunks, and should the file still not be
-open when the leg ends, the disk thread finishes it. What a sink holds or the thread has been
-handed is bounded: past `MAX_PENDING_BYTES` the body stops being recorded, never relayed.
+per loop iteration; a small exchange costs the loop one hand-over per leg (both bodies' files,
+and the capture directory with the first of them). A spilled body is written, closed and
+renamed on the loop once its file is open (cheap everywhere); until then its sink keeps its
+chunks, and should the file still not be open when the leg ends, the disk thread finishes it.
+What a sink holds or the thread has been handed is bounded: past `MAX_PENDING_BYTES` the body
+stops being recorded, never relayed.
 
 Past `max_capture_bytes` a body stops being recorded (the leg keeps being relayed) and the
 sink is `truncated`; the leg then ends as `capture_truncated` in pair.json (its `relay_ended`
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import os
 import threading
 import time
@@ -45,6 +49,10 @@ MAX_PENDING_BYTES = 256 * 1024
 to the disk thread (and from then on every write), where `Disk.max_backlog` bounds them."""
 MIN_BACKLOG_BYTES = 64 * 1024 * 1024
 """The least `Disk.max_backlog` is: see `Recorder`."""
+HOLD_BYTES = 256 * 1024
+"""A body up to this size is held in memory and written once when its leg ends."""
+MAX_HELD_BYTES = 64 * 1024 * 1024
+"""What all sinks together hold in memory at most (`Disk.max_held`); past it a body spills."""
 Opener = Callable[[str, int], int]
 FailureHandler = Callable[[str, BaseException, Path], None]
 Operation = tuple[Callable[..., Any], tuple[Any, ...]]
@@ -67,6 +75,9 @@ class Disk:
         self._batch: list[Operation] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.max_held = MAX_HELD_BYTES
+        self.held_bytes = 0
+        """Body bytes sinks hold in memory, no file asked for yet (counted by the loop)."""
         self.queued_bytes = 0
         """Body bytes handed to the thread (counted by the loop only)."""
         self.written_bytes = 0
@@ -154,26 +165,43 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 
 
 class Claim:
-    """A capture directory the disk thread creates; its files are opened only if it did."""
+    """A capture directory; its files are written only once it exists. One reserved before
+    relaying exists already; a minted id's is made on the disk thread by the first operation
+    that writes into it, so reserving it costs the relay nothing."""
 
-    __slots__ = ("ok", "path")
+    __slots__ = ("_make", "ok", "path")
 
-    def __init__(self, path: Path, ok: bool = True) -> None:
+    def __init__(self, path: Path, ok: bool = True,
+                 make: Callable[[], bool] | None = None) -> None:
         self.path = path
         self.ok = ok
+        self._make = make
+
+    def ready(self) -> bool:
+        """Whether the directory exists (made now if need be); on the disk thread."""
+        if self._make is not None:
+            make, self._make = self._make, None
+            self.ok = make()
+        return self.ok
 
 
 class Sink:
-    """One body file. `write` is on the relay's hot path: it appends the chunk to a buffer
-    (no formatting, no hashing: the hash is taken off-loop later) and writes a full buffer
-    once the disk thread has opened the file. A sink that had to hand its chunks to the disk
-thread (the file was not open yet when a burst arrived) writes on the loop again once the
-thread has caught up with it, so one fast burst does not leave a whole body queued behind
-the thread. `failed` is final once `settled`."""
+    """One body file. `write` is on the relay's hot path: it appends the chunk to a buffer (no
+    formatting, no hashing: the hash is taken off-loop later).
+
+    A body is held in memory while it is small (`HOLD_BYTES`, and at most `Disk.max_held`
+    for all sinks together) and written once when its leg ends: one disk-thread call opens
+    the final name, writes and closes, with no `.partial` and no rename. A body past the bound
+    spills: its `.partial` is opened on the disk thread and from then on it is written as it
+    flows, on the loop once the file is open, and renamed when the leg ends; so a crash loses
+    the small legs in flight and leaves the large ones' `.partial`. A spilled sink that had to
+    hand its chunks to the disk thread (the file was not open yet when a burst arrived) writes
+    on the loop again once the thread has caught up with it. `failed` is final once
+    `settled`."""
 
     __slots__ = ("_buffer", "_buffered", "_disk", "_ended", "_fd", "_handed", "_handed_over",
-                 "_on_failure", "_opener", "_path", "_taken", "claim", "closed", "failed",
-                 "final", "limit", "name", "recorded", "settled", "truncated")
+                 "_held", "_on_failure", "_opener", "_path", "_taken", "claim", "closed",
+                 "failed", "final", "limit", "name", "recorded", "settled", "truncated")
 
     def __init__(self, disk: Disk, claim: Claim, name: str, limit: int, opener: Opener,
                  on_failure: FailureHandler, *, partial: bool = True) -> None:
@@ -188,12 +216,14 @@ the thread. `failed` is final once `settled`."""
         self.closed = False
         """No more bytes are taken (ended, failed or past the limit)."""
         self.settled = False
-        """The file is closed and renamed, or known to have failed."""
+        """The file is closed and has its final name, or is known to have failed."""
         self._disk = disk
         self._opener = opener
         self._on_failure = on_failure
         self._buffer: list[bytes] = []
         self._buffered = 0
+        self._held = True
+        """The body is in memory only: no file has been asked for yet."""
         self._fd: int | None = None
         self._ended = False
         self._handed_over = False
@@ -202,7 +232,6 @@ the thread. `failed` is final once `settled`."""
         """Bytes handed to the disk thread (counted by the loop)."""
         self._taken = 0
         """Of those, the bytes the disk thread is done with (counted by the thread)."""
-        disk.submit(self._open)
 
     def write(self, chunk: bytes) -> None:
         if self.closed or self.failed:
@@ -216,6 +245,12 @@ the thread. `failed` is final once `settled`."""
         self._buffer.append(chunk)
         self._buffered += len(chunk)
         self.recorded = size
+        if self._held:
+            disk = self._disk
+            disk.held_bytes += len(chunk)
+            if self._buffered > HOLD_BYTES or disk.held_bytes > disk.max_held:
+                self._spill()
+            return
         if self._buffered < FLUSH_BYTES:
             return
         if self._handed_over and self._fd is not None and self._taken == self._handed:
@@ -224,6 +259,12 @@ the thread. `failed` is final once `settled`."""
             self._write_here()
         elif self._buffered >= MAX_PENDING_BYTES:
             self._hand_over()
+
+    def _spill(self) -> None:
+        """Stop holding: open the `.partial` and write the body as it flows from now on."""
+        self._held = False
+        self._disk.held_bytes -= self._buffered
+        self._disk.submit(self._open)
 
     def _take(self) -> tuple[list[bytes], int]:
         buffer, size = self._buffer, self._buffered
@@ -238,27 +279,36 @@ the thread. `failed` is final once `settled`."""
             self._close_fd()
             self._fail("write", exc)
 
-    def _hand_over(self) -> None:
-        buffer, size = self._take()
+    def _admit(self, size: int) -> bool:
+        """Count `size` bytes handed to the disk thread; past `max_backlog` the body fails."""
         disk = self._disk
         if disk.backlog + size > disk.max_backlog:
             self.closed = True
             self._fail("write", OSError(errno.ENOBUFS, "recording backlog full"))
-            disk.submit(self._close_fd)
+            return False
+        disk.queued_bytes += size
+        return True
+
+    def _hand_over(self) -> None:
+        buffer, size = self._take()
+        if not self._admit(size):
+            self._disk.submit(self._close_fd)
             return
         self._handed_over = True
         self._handed += size
-        disk.queued_bytes += size
-        disk.submit(self._write, buffer, size)
+        self._disk.submit(self._write, buffer, size)
 
     def close(self) -> str | None:
-        """Write the rest, close, rename to the final name: here when the file is open, else
-        on the disk thread. The file's name, or None when the body is known not to be
-        recorded (a `.partial` stays for inspection); the disk thread may still fail it."""
+        """Write the rest, close, give the file its final name: here when a spilled file is
+        open, else on the disk thread. The file's name, or None when the body is known not to
+        be recorded (a spilled `.partial` stays for inspection); the disk thread may still
+        fail it."""
         if not self._ended:
             self._ended = True
             self.closed = True
-            if self._fd is not None and not self._handed_over:
+            if self._held:
+                self._write_once()
+            elif self._fd is not None and not self._handed_over:
                 self._finish()
             elif self.failed:
                 self.settled = True
@@ -266,9 +316,17 @@ the thread. `failed` is final once `settled`."""
                 self._disk.submit(self._finish_handed_over, *self._take())
         return None if self.failed else self.name
 
-    def _fail(self, stage: str, exc: BaseException) -> None:
+    def _write_once(self) -> None:
+        buffer, size = self._take()
+        self._disk.held_bytes -= size
+        if self.failed or not self._admit(size):
+            self.settled = True
+            return
+        self._disk.submit(self._write_file, buffer, size)
+
+    def _fail(self, stage: str, exc: BaseException, path: Path | None = None) -> None:
         self.failed = True
-        self._disk.report(self._on_failure, stage, exc, self._path)
+        self._disk.report(self._on_failure, stage, exc, path or self._path)
 
     def _close_fd(self) -> OSError | None:
         fd, self._fd = self._fd, None
@@ -298,7 +356,7 @@ the thread. `failed` is final once `settled`."""
     # -- on the disk thread ----------------------------------------------------------------
 
     def _open(self) -> None:
-        if self.failed or not self.claim.ok:
+        if self.failed or not self.claim.ready():
             self.failed = True
             return
         try:
@@ -316,6 +374,37 @@ the thread. `failed` is final once `settled`."""
         finally:
             self._disk.written_bytes += size
             self._taken += size
+
+    def _write_file(self, buffer: list[bytes], size: int) -> None:
+        """A held body's whole file: open the final name, write, close. A write or close that
+        fails leaves the bytes it got under the `.partial` name, never under the final one."""
+        try:
+            self._open_final()
+            if self._fd is not None:
+                self._buffer, self._buffered = buffer, size
+                self._write_here()
+                error = self._close_fd()
+                if error is not None and not self.failed:
+                    self._fail("close", error)
+                if self.failed:
+                    self._keep_as_partial()
+        finally:
+            self._disk.written_bytes += size
+            self.settled = True
+
+    def _open_final(self) -> None:
+        if not self.claim.ready():
+            self.failed = True
+            return
+        try:
+            self._fd = self._opener(str(self.final), OPEN_FLAGS)
+        except OSError as exc:
+            self._fail("open", exc, self.final)
+
+    def _keep_as_partial(self) -> None:
+        partial = self.claim.path / (self.name + recordings.PARTIAL)
+        with contextlib.suppress(OSError):
+            os.replace(self.final, partial)
 
     def _finish_handed_over(self, buffer: list[bytes], size: int) -> None:
         self._buffer, self._buffered = buffer, size
@@ -385,28 +474,27 @@ class Recorder:
         await self.disk.stop()
 
     def claim(self, request_id: str, now: float) -> tuple[str, Claim]:
-        """The capture directory for a freshly minted (unique) id, created on the disk
-        thread; the relay goes on at once. Should the directory exist after all, the claim
-        fails and nothing is written into someone else's capture."""
+        """The capture directory for a freshly minted (unique) id, made on the disk thread by
+        the first file written into it; the relay goes on at once. Should the directory exist
+        after all, the claim fails and nothing is written into someone else's capture."""
         day = recordings.day_directory(self.root, now)
-        claim = Claim(day / request_id)
-        self.disk.submit(self._claim, claim, day, request_id)
-        return request_id, claim
+        return request_id, Claim(day / request_id,
+                                 make=functools.partial(self._claim, day, request_id))
 
-    def _claim(self, claim: Claim, day: Path, request_id: str) -> None:
+    def _claim(self, day: Path, request_id: str) -> bool:
         try:
             key, path = reserve_capture_dir(day, request_id)
         except OSError as exc:
-            claim.ok = False
             self.disk.report(self.on_failure, "reserve", exc, day)
-            return
+            return False
         if key != request_id:
-            claim.ok = False
             with contextlib.suppress(OSError):
                 path.rmdir()
             self.disk.report(self.on_failure, "reserve",
                              FileExistsError(errno.EEXIST, "capture directory exists"),
-                             claim.path)
+                             day / request_id)
+            return False
+        return True
 
     async def reserve(self, request_id: str, now: float) -> tuple[str, Claim] | None:
         """A fresh capture directory for a client's `request_id` (`<id>+N` when that id has a

@@ -3,8 +3,9 @@
 At `LegStarted` it decides whether the leg is recorded (a compared path, or `record_other`, and
 the disk quota not reached), reserves the capture directory under the leg's request id (a
 client's id that has a capture already gets `<id>+N`, known before the request is forwarded) and
-writes the request body; at `ResponseStarted` it opens the response body's sink; at `LegEnded` it
-closes both. A back attempt the pairing addon matched is recorded into its front leg's capture.
+gives the request body its sink; at `ResponseStarted` it opens the response body's sink; at
+`LegEnded` it closes both, which for a small exchange writes both files in one disk call. A back
+attempt the pairing addon matched is recorded into its front leg's capture.
 The quota is kept here: over it, recording pauses (the traffic goes on) until a rescan every
 `QUOTA_RESCAN_INTERVAL` seconds finds room.
 """
@@ -153,13 +154,12 @@ class RecordingAddon(Addon):
         return await self.recorder.reserve(request_id, started)
 
     def _request_sink(self, claim: Claim, name: str, prefix: bytes, whole: bool) -> Sink:
-        """A body read whole is complete: written to its final name at once. A streamed one
-        is written as it arrives, to a `.partial` renamed when the leg ends."""
+        """The request body's sink, closed with the response's when the leg ends, so that a
+        small exchange reaches the disk in one call. A body read whole is complete: should it
+        spill, it goes straight to its final name; a streamed one to a `.partial`."""
         sink = self.recorder.sink(claim, name, partial=not whole)
         if prefix:
             sink.write(prefix)
-        if whole:
-            sink.close()
         return sink
 
     def _failed(self, stage: str, exc: BaseException, path: Path) -> None:
