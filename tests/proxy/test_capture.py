@@ -247,3 +247,21 @@ def test_the_recorder_makes_room_for_one_pair_at_the_capture_limit(tmp_path: Pat
                      on_failure=lambda *f: None)
     assert small.disk.max_backlog == MIN_BACKLOG_BYTES
     assert large.disk.max_backlog == 2 * (96 << 20)
+
+
+async def test_a_mark_is_done_once_everything_submitted_before_it_has_run(tmp_path: Path) -> None:
+    """Taken in the iteration that submitted the work it waits for, it travels in the same
+    batch to the thread: one hand-over for the legs' files and the wait on them."""
+    disk = await started_disk()
+    release = threading.Event()
+    ran: list[str] = []
+    disk.submit(release.wait)
+    disk.submit(ran.append, "file")
+    mark = disk.mark()
+    await asyncio.sleep(0.05)
+    assert not mark.done() and ran == []
+    release.set()
+    await mark
+    assert ran == ["file"]
+    await disk.stop()
+    assert disk.batches == 1

@@ -132,3 +132,18 @@ async def test_upstream_leg_without_front_is_orphaned(topology, client, log) -> 
     assert pair["orphaned"] is True
     assert pair["legs"]["upstream"]["bytes"] == len(body)
     assert log.lines("pair.orphaned")[-1]["side"] == "upstream"
+
+
+async def test_a_small_pair_reaches_the_disk_in_two_hand_overs(topology, client) -> None:
+    """Waking the disk thread costs the relay's loop: a small exchange's files go in one batch
+    per leg (the capture directory with the first), and the comparison's wait for them travels
+    in the front leg's batch."""
+    tap = topology["tap"]
+    disk = tap.recording.recorder.disk
+    await tap.wait_compared((await post_chat(client, tap.front_url))[1]["X-Request-ID"])
+    before = disk.batches
+    for _ in range(5):
+        _, headers, _ = await post_chat(client, tap.front_url)
+        pair = await tap.wait_compared(headers["X-Request-ID"])
+        assert pair["comparison"]["verdict"] == "equal"
+    assert disk.batches - before == 2 * 5

@@ -75,6 +75,8 @@ class Disk:
         self._batch: list[Operation] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.batches = 0
+        """Hand-overs to the thread so far: each wakes it, which costs the loop."""
         self.max_held = MAX_HELD_BYTES
         self.held_bytes = 0
         """Body bytes sinks hold in memory, no file asked for yet (counted by the loop)."""
@@ -113,6 +115,7 @@ class Disk:
     def _hand_over(self) -> None:
         batch, self._batch = self._batch, []
         if batch:
+            self.batches += 1
             self._queue.put(batch)
 
     def report(self, callback: Callable[..., Any], *args: Any) -> None:
@@ -140,7 +143,14 @@ class Disk:
 
     async def settle(self) -> None:
         """Wait until everything submitted so far has run."""
-        await self.call(_nothing)
+        await self.mark()
+
+    def mark(self) -> asyncio.Future[Any]:
+        """A future done once everything submitted so far has run. Taken in the same loop
+        iteration as the submissions it waits for, it costs no hand-over of its own."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.submit(self.report, _settle, future, None, None)
+        return future
 
     def _run(self) -> None:
         while True:
@@ -149,10 +159,6 @@ class Disk:
                 return
             for call, args in batch:
                 call(*args)
-
-
-def _nothing() -> None:
-    return None
 
 
 def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
@@ -200,15 +206,14 @@ class Sink:
     `settled`."""
 
     __slots__ = ("_buffer", "_buffered", "_disk", "_ended", "_fd", "_handed", "_handed_over",
-                 "_held", "_on_failure", "_opener", "_path", "_taken", "claim", "closed",
-                 "failed", "final", "limit", "name", "recorded", "settled", "truncated")
+                 "_held", "_on_failure", "_opener", "_partial", "_taken", "claim", "closed",
+                 "failed", "limit", "name", "recorded", "settled", "truncated")
 
     def __init__(self, disk: Disk, claim: Claim, name: str, limit: int, opener: Opener,
                  on_failure: FailureHandler, *, partial: bool = True) -> None:
         self.name = name
         self.claim = claim
-        self.final = claim.path / name
-        self._path = claim.path / (name + recordings.PARTIAL) if partial else self.final
+        self._partial = partial
         self.limit = limit
         self.recorded = 0
         self.truncated = False
@@ -232,6 +237,16 @@ class Sink:
         """Bytes handed to the disk thread (counted by the loop)."""
         self._taken = 0
         """Of those, the bytes the disk thread is done with (counted by the thread)."""
+
+    @property
+    def final(self) -> Path:
+        """Where the body ends up (paths are made off the hot path, when a file is touched)."""
+        return self.claim.path / self.name
+
+    @property
+    def _path(self) -> Path:
+        """Where a spilled body is written as it flows."""
+        return self.claim.path / (self.name + recordings.PARTIAL) if self._partial else self.final
 
     def write(self, chunk: bytes) -> None:
         if self.closed or self.failed:
@@ -346,7 +361,7 @@ class Sink:
         if not self.failed:
             if error is not None:
                 self._fail("close", error)
-            elif self._path != self.final:
+            elif self._partial:
                 try:
                     os.replace(self._path, self.final)
                 except OSError as exc:
@@ -402,9 +417,8 @@ class Sink:
             self._fail("open", exc, self.final)
 
     def _keep_as_partial(self) -> None:
-        partial = self.claim.path / (self.name + recordings.PARTIAL)
         with contextlib.suppress(OSError):
-            os.replace(self.final, partial)
+            os.replace(self.final, self.claim.path / (self.name + recordings.PARTIAL))
 
     def _finish_handed_over(self, buffer: list[bytes], size: int) -> None:
         self._buffer, self._buffered = buffer, size

@@ -1,6 +1,6 @@
 """The comparison addon: each closed capture finalized, off the relay's path.
 
-At `CaptureClosed` a task waits, if need be, for the disk thread to have closed the capture's
+At `CaptureClosed` a task waits, if need be, for the disk thread to have written the capture's
 files (only then is it known which were recorded), names the upstream attempts (the compared one
 is `upstream.<ext>`, the others `upstream.attempt-N.<ext>`), drafts pair.json and hands the job
 to a worker process (`analysis.py`), which measures, masks, compares and writes pair.json
@@ -70,7 +70,13 @@ class Comparisons(Addon):
             await self.workers.stop()
 
     def capture_closed(self, event: CaptureClosed) -> None:
-        task = asyncio.get_running_loop().create_task(self._finalize(event.recording))
+        recording = event.recording
+        sinks = [sink for leg in recording.legs for sink in (leg.sink, leg.request_sink)
+                 if sink is not None]
+        # Marked now, the wait joins the hand-over that carries the legs' last files.
+        written = None if all(sink.settled for sink in sinks) else self.recorder.disk.mark()
+        task = asyncio.get_running_loop().create_task(
+            self._finalize(recording, written, time.time()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -111,9 +117,12 @@ class Comparisons(Addon):
 
     # -- finalization ----------------------------------------------------------------------
 
-    async def _finalize(self, recording: Recording) -> None:
+    async def _finalize(self, recording: Recording, written: asyncio.Future[Any] | None,
+                        closed_at: float) -> None:
         try:
-            event = await self._finalize_unguarded(recording)
+            if written is not None:
+                await written
+            event = await self._finalize_unguarded(recording, closed_at)
         except Exception as exc:
             self._failed("finalize", exc, recording.directory)
             document = {"request_id": recording.key, "error": type(exc).__name__}
@@ -121,12 +130,8 @@ class Comparisons(Addon):
         self._publish(recording.key, event.document, event.path)
         self.hooks.emit(event)
 
-    async def _finalize_unguarded(self, recording: Recording) -> PairCompared:
-        closed_at = time.time()
+    async def _finalize_unguarded(self, recording: Recording, closed_at: float) -> PairCompared:
         legs = recording.legs
-        sinks = [sink for leg in legs for sink in (leg.sink, leg.request_sink) if sink is not None]
-        if not all(sink.settled for sink in sinks):
-            await self.recorder.disk.settle()
         for leg in legs:
             forget_failed(leg)
         chosen = self._name_attempts(recording)

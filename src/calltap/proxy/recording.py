@@ -1,4 +1,4 @@
-"""The recording addon: a capture directory per request, its bodies written as they flow.
+"""The recording addon: a capture directory per request, and the sinks that write its bodies.
 
 At `LegStarted` it decides whether the leg is recorded (a compared path, or `record_other`, and
 the disk quota not reached), reserves the capture directory under the leg's request id (a
