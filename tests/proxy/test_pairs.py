@@ -147,3 +147,19 @@ async def test_a_small_pair_reaches_the_disk_in_two_hand_overs(topology, client)
         pair = await tap.wait_compared(headers["X-Request-ID"])
         assert pair["comparison"]["verdict"] == "equal"
     assert disk.batches - before == 2 * 5
+
+
+async def test_a_query_string_is_relayed_and_kept_on_both_legs(topology, client) -> None:
+    """Azure-style routes carry their `api-version` in the query: pair.json keeps it as sent,
+    and a request without one has no `query` at all."""
+    tap, provider = topology["tap"], topology["provider"]
+    query = "api-version=2024-10-21&x=a%20b"
+    async with client.post(f"{tap.front_url}/v1/chat/completions?{query}", data=chat_request(),
+                           headers={"Content-Type": "application/json"}) as reply:
+        await reply.read()
+    pair = await tap.wait_compared(reply.headers["X-Request-ID"])
+    assert pair["legs"]["downstream"]["query"] == pair["legs"]["upstream"]["query"] == query
+    assert provider.seen[-1]["path"] == f"/v1/chat/completions?{query}"
+    _, headers, _ = await post_chat(client, tap.front_url)
+    pair = await tap.wait_compared(headers["X-Request-ID"])
+    assert "query" not in pair["legs"]["downstream"] and "query" not in pair["legs"]["upstream"]

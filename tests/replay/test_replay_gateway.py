@@ -3,12 +3,15 @@ the same gateway, gone through a faithful one, and the requests a cassette canno
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 from aiohttp import web
 from replay_helpers import replay
 
+from calltap import recordings
 from calltap.demo import SCENARIOS
 from calltap.fakes import DEFECTS, FakeGateway
 from calltap.fakes.gateway import DEFECT_HEADER, TRANSLATE_HEADER
@@ -140,3 +143,19 @@ async def test_a_gateway_refusing_the_request_without_its_redacted_key_is_explai
     assert "the gateway answered 401 without calling the provider" in replayed.stdout
     assert "the recording redacted authorization: pass --header 'authorization: …'" in (
         replayed.stdout)
+
+
+async def test_the_client_query_string_is_replayed(demo_pairs, tmp_path: Path):
+    """An Azure-style client sends its `api-version` in the query; the replay sends it again."""
+    query = "api-version=2024-10-21"
+    pair = tmp_path / "pair"
+    shutil.copytree(demo_pairs["none"], pair)
+    document = orjson.loads((pair / recordings.PAIR_JSON).read_bytes())
+    document["legs"]["downstream"]["query"] = query
+    (pair / recordings.PAIR_JSON).write_bytes(orjson.dumps(document))
+    kept = tmp_path / "replayed"
+    replayed = await replay(pair, "--pace", "none", "--json", "--recordings", kept)
+    assert replayed.exit == 0, replayed
+    (directory,) = recordings.capture_directories(kept)
+    legs = orjson.loads((directory / recordings.PAIR_JSON).read_bytes())["legs"]
+    assert legs["downstream"]["query"] == legs["upstream"]["query"] == query

@@ -226,6 +226,7 @@ class Calltap:
             return refusal(admitted.status, admitted.code, admitted.message)
         leg = Leg(side, request.method, request.path, list(request.headers.items()), started)
         leg.body_prefix, leg.body_whole = admitted
+        leg.query = request.raw_path.partition("?")[2]
         leg.compared = self._is_compared(request.path)
         client_id = accept_client_id(request.headers.get(REQUEST_ID))
         leg.key = client_id or new_request_id(started)

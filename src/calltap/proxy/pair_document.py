@@ -78,6 +78,8 @@ def leg_json(leg: Leg, redact_extra: tuple[str, ...]) -> dict[str, Any]:
         "bytes_relayed": leg.bytes,
         "request_file": leg.request_file,
     }
+    if leg.query:
+        out["query"] = leg.query
     if truncated:
         out["relay_ended"] = leg.ended
     if leg.attempt is not None:

@@ -93,6 +93,8 @@ class Leg:
     body_prefix: bytes = b""
     """The request body's first bytes, read before relaying (all of it when `body_whole`)."""
     body_whole: bool = True
+    query: str = ""
+    """The request's query string as it arrived (`api-version=…`), without the `?`."""
     trace_id: str | None = None
     fingerprint: str | None = None
     """What the request asks, for pairing by content (a compared front leg's)."""

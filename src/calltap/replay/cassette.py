@@ -63,6 +63,13 @@ class ClientRequest:
     headers: Headers
     body: bytes
     redacted: tuple[str, ...]
+    query: str = ""
+    """As the client sent it (Azure-style routes need their `api-version`)."""
+
+    @property
+    def target(self) -> str:
+        """The path and query to send the request to again."""
+        return f"{self.path}?{self.query}" if self.query else self.path
     """Header names the recording redacted: a gateway may need them back (`--header`)."""
 
 
@@ -134,7 +141,7 @@ def _client_request(directory: Path, leg: dict[str, Any]) -> ClientRequest:
         raise CassetteError(f"{directory}: the client's request body was not recorded")
     headers, redacted = replayable_headers(leg.get("request_headers"), IDENTITY_HEADERS)
     return ClientRequest(_text(leg, "method", "POST"), _text(leg, "path", "/"), headers, body,
-                         redacted)
+                         redacted, _text(leg, "query", ""))
 
 
 def _answer(directory: Path, attempt: int, leg: dict[str, Any]) -> Answer:

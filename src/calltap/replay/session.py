@@ -79,7 +79,7 @@ async def _replay(recorded: Recorded, settings: Settings, cassette: CassetteProv
     player = cassette.play(recorded.cassette)
     request = recorded.client
     try:
-        status, request_id = await _send(client, f"{tap.front_url}{request.path}",
+        status, request_id = await _send(client, f"{tap.front_url}{request.target}",
                                          request.method, _headers(request.headers, settings),
                                          request.body)
     except (aiohttp.ClientError, TimeoutError) as error:
