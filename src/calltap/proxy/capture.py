@@ -198,16 +198,13 @@ class Sink:
     A body is held in memory while it is small (`HOLD_BYTES`, and at most `Disk.max_held`
     for all sinks together) and written once when its leg ends: one disk-thread call opens
     the final name, writes and closes, with no `.partial` and no rename. A body past the bound
-    spills: its `.partial` is opened on the disk thread and from then on it is written as it
-    flows, on the loop once the file is open, and renamed when the leg ends; so a crash loses
-    the small legs in flight and leaves the large ones' `.partial`. A spilled sink that had to
-    hand its chunks to the disk thread (the file was not open yet when a burst arrived) writes
-    on the loop again once the thread has caught up with it. `failed` is final once
-    `settled`."""
+    spills (`Spill`): from then on it is written to its `.partial` as it flows and renamed
+    when the leg ends; so a crash loses the small legs in flight and leaves the large ones'
+    `.partial`. `failed` is final once `settled`."""
 
-    __slots__ = ("_buffer", "_buffered", "_disk", "_ended", "_fd", "_handed", "_handed_over",
-                 "_held", "_on_failure", "_opener", "_partial", "_taken", "claim", "closed",
-                 "failed", "limit", "name", "recorded", "settled", "truncated")
+    __slots__ = ("_buffer", "_buffered", "_ended", "_partial", "_spill", "claim", "closed",
+                 "disk", "failed", "limit", "name", "on_failure", "opener", "recorded",
+                 "settled", "truncated")
 
     def __init__(self, disk: Disk, claim: Claim, name: str, limit: int, opener: Opener,
                  on_failure: FailureHandler, *, partial: bool = True) -> None:
@@ -222,21 +219,14 @@ class Sink:
         """No more bytes are taken (ended, failed or past the limit)."""
         self.settled = False
         """The file is closed and has its final name, or is known to have failed."""
-        self._disk = disk
-        self._opener = opener
-        self._on_failure = on_failure
+        self.disk = disk
+        self.opener = opener
+        self.on_failure = on_failure
         self._buffer: list[bytes] = []
         self._buffered = 0
-        self._held = True
-        """The body is in memory only: no file has been asked for yet."""
-        self._fd: int | None = None
+        self._spill: Spill | None = None
+        """The `.partial` the body flows into once it no longer fits in memory."""
         self._ended = False
-        self._handed_over = False
-        """Chunks went to the disk thread: it does the writes until it has caught up."""
-        self._handed = 0
-        """Bytes handed to the disk thread (counted by the loop)."""
-        self._taken = 0
-        """Of those, the bytes the disk thread is done with (counted by the thread)."""
 
     @property
     def final(self) -> Path:
@@ -244,9 +234,13 @@ class Sink:
         return self.claim.path / self.name
 
     @property
-    def _path(self) -> Path:
+    def flowing(self) -> Path:
         """Where a spilled body is written as it flows."""
         return self.claim.path / (self.name + recordings.PARTIAL) if self._partial else self.final
+
+    @property
+    def buffered(self) -> int:
+        return self._buffered
 
     def write(self, chunk: bytes) -> None:
         if self.closed or self.failed:
@@ -260,88 +254,144 @@ class Sink:
         self._buffer.append(chunk)
         self._buffered += len(chunk)
         self.recorded = size
-        if self._held:
-            disk = self._disk
-            disk.held_bytes += len(chunk)
-            if self._buffered > HOLD_BYTES or disk.held_bytes > disk.max_held:
-                self._spill()
+        if self._spill is not None:
+            if self._buffered >= FLUSH_BYTES:
+                self._spill.flush()
             return
-        if self._buffered < FLUSH_BYTES:
-            return
-        if self._handed_over and self._fd is not None and self._taken == self._handed:
-            self._handed_over = False
-        if self._fd is not None and not self._handed_over:
-            self._write_here()
-        elif self._buffered >= MAX_PENDING_BYTES:
-            self._hand_over()
+        disk = self.disk
+        disk.held_bytes += len(chunk)
+        if self._buffered > HOLD_BYTES or disk.held_bytes > disk.max_held:
+            disk.held_bytes -= self._buffered
+            self._spill = Spill(self)
 
-    def _spill(self) -> None:
-        """Stop holding: open the `.partial` and write the body as it flows from now on."""
-        self._held = False
-        self._disk.held_bytes -= self._buffered
-        self._disk.submit(self._open)
-
-    def _take(self) -> tuple[list[bytes], int]:
+    def take(self) -> tuple[list[bytes], int]:
+        """The chunks buffered so far, and their size; the buffer starts afresh."""
         buffer, size = self._buffer, self._buffered
         self._buffer, self._buffered = [], 0
         return buffer, size
 
-    def _write_here(self) -> None:
-        buffer, _ = self._take()
-        try:
-            _write_all(self._fd, buffer)
-        except OSError as exc:
-            self._close_fd()
-            self._fail("write", exc)
-
-    def _admit(self, size: int) -> bool:
+    def admit(self, size: int) -> bool:
         """Count `size` bytes handed to the disk thread; past `max_backlog` the body fails."""
-        disk = self._disk
+        disk = self.disk
         if disk.backlog + size > disk.max_backlog:
             self.closed = True
-            self._fail("write", OSError(errno.ENOBUFS, "recording backlog full"))
+            self.fail("write", OSError(errno.ENOBUFS, "recording backlog full"))
             return False
         disk.queued_bytes += size
         return True
 
-    def _hand_over(self) -> None:
-        buffer, size = self._take()
-        if not self._admit(size):
-            self._disk.submit(self._close_fd)
-            return
-        self._handed_over = True
-        self._handed += size
-        self._disk.submit(self._write, buffer, size)
+    def fail(self, stage: str, exc: BaseException, path: Path | None = None) -> None:
+        self.failed = True
+        self.disk.report(self.on_failure, stage, exc, path or self.flowing)
 
     def close(self) -> str | None:
-        """Write the rest, close, give the file its final name: here when a spilled file is
-        open, else on the disk thread. The file's name, or None when the body is known not to
-        be recorded (a spilled `.partial` stays for inspection); the disk thread may still
-        fail it."""
+        """Write the rest and give the file its final name (a spilled one here when its file
+        is open, else on the disk thread). The file's name, or None when the body is known
+        not to be recorded (a spilled `.partial` stays for inspection); the disk thread may
+        still fail it."""
         if not self._ended:
             self._ended = True
             self.closed = True
-            if self._held:
-                self._write_once()
-            elif self._fd is not None and not self._handed_over:
-                self._finish()
-            elif self.failed:
-                self.settled = True
+            if self._spill is not None:
+                self._spill.close()
             else:
-                self._disk.submit(self._finish_handed_over, *self._take())
+                self._write_once()
         return None if self.failed else self.name
 
     def _write_once(self) -> None:
-        buffer, size = self._take()
-        self._disk.held_bytes -= size
-        if self.failed or not self._admit(size):
+        buffer, size = self.take()
+        self.disk.held_bytes -= size
+        if self.failed or not self.admit(size):
             self.settled = True
             return
-        self._disk.submit(self._write_file, buffer, size)
+        self.disk.submit(self._write_file, buffer, size)
 
-    def _fail(self, stage: str, exc: BaseException, path: Path | None = None) -> None:
-        self.failed = True
-        self._disk.report(self._on_failure, stage, exc, path or self._path)
+    # -- on the disk thread ----------------------------------------------------------------
+
+    def _write_file(self, buffer: list[bytes], size: int) -> None:
+        """A held body's whole file: open the final name, write, close. A write or close that
+        fails leaves the bytes it got under the `.partial` name, never under the final one."""
+        try:
+            fd = self._open_final()
+            if fd is not None:
+                error = _write_and_close(fd, buffer)
+                if error is not None:
+                    self.fail(*error)
+                    with contextlib.suppress(OSError):
+                        os.replace(self.final, self.claim.path / (self.name + recordings.PARTIAL))
+        finally:
+            self.disk.written_bytes += size
+            self.settled = True
+
+    def _open_final(self) -> int | None:
+        if not self.claim.ready():
+            self.failed = True
+            return None
+        try:
+            return self.opener(str(self.final), OPEN_FLAGS)
+        except OSError as exc:
+            self.fail("open", exc, self.final)
+            return None
+
+
+class Spill:
+    """A spilled body's `.partial`: opened on the disk thread, then written on the loop each
+    time the sink holds `FLUSH_BYTES`, and closed and renamed on the loop when the leg ends.
+    Until the file is open the sink keeps its chunks; past `MAX_PENDING_BYTES` they go to the
+    disk thread, which then does the writes until it has caught up (so one fast burst does not
+    leave a whole body queued behind the thread), and which finishes the file should it still
+    not be open when the leg ends."""
+
+    __slots__ = ("_fd", "_handed", "_handed_over", "_sink", "_taken")
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self._fd: int | None = None
+        self._handed_over = False
+        """Chunks went to the disk thread: it does the writes until it has caught up."""
+        self._handed = 0
+        """Bytes handed to the disk thread (counted by the loop)."""
+        self._taken = 0
+        """Of those, the bytes the disk thread is done with (counted by the thread)."""
+        sink.disk.submit(self._open)
+
+    def flush(self) -> None:
+        if self._handed_over and self._fd is not None and self._taken == self._handed:
+            self._handed_over = False
+        if self._fd is not None and not self._handed_over:
+            self._write_here()
+        elif self._sink.buffered >= MAX_PENDING_BYTES:
+            self._hand_over()
+
+    def close(self) -> None:
+        sink = self._sink
+        rest, _ = sink.take()
+        if self._fd is not None and not self._handed_over:
+            self._finish(rest)
+        elif sink.failed:
+            sink.settled = True
+        else:
+            sink.disk.submit(self._finish, rest)
+
+    def _write_here(self) -> None:
+        self._write_buffer(self._sink.take()[0])
+
+    def _write_buffer(self, buffer: list[bytes]) -> None:
+        try:
+            _write_all(self._fd, buffer)
+        except OSError as exc:
+            self._close_fd()
+            self._sink.fail("write", exc)
+
+    def _hand_over(self) -> None:
+        sink = self._sink
+        buffer, size = sink.take()
+        if not sink.admit(size):
+            sink.disk.submit(self._close_fd)
+            return
+        self._handed_over = True
+        self._handed += size
+        sink.disk.submit(self._write, buffer, size)
 
     def _close_fd(self) -> OSError | None:
         fd, self._fd = self._fd, None
@@ -353,76 +403,59 @@ class Sink:
             return exc
         return None
 
-    def _finish(self) -> None:
+    def _finish(self, rest: list[bytes]) -> None:
         """Write what is left, close and rename (on whichever thread owns the file now)."""
-        if not self.failed and self._buffer:
-            self._write_here()
+        sink = self._sink
+        if not sink.failed and rest:
+            self._write_buffer(rest)
         error = self._close_fd()
-        if not self.failed:
+        if not sink.failed:
             if error is not None:
-                self._fail("close", error)
-            elif self._partial:
+                sink.fail("close", error)
+            elif sink.flowing != sink.final:
                 try:
-                    os.replace(self._path, self.final)
+                    os.replace(sink.flowing, sink.final)
                 except OSError as exc:
-                    self._fail("rename", exc)
-        self.settled = True
+                    sink.fail("rename", exc)
+        sink.settled = True
 
     # -- on the disk thread ----------------------------------------------------------------
 
     def _open(self) -> None:
-        if self.failed or not self.claim.ready():
-            self.failed = True
+        sink = self._sink
+        if sink.failed or not sink.claim.ready():
+            sink.failed = True
             return
         try:
-            self._fd = self._opener(str(self._path), OPEN_FLAGS)
+            self._fd = sink.opener(str(sink.flowing), OPEN_FLAGS)
         except OSError as exc:
-            self._fail("open", exc)
+            sink.fail("open", exc)
 
     def _write(self, buffer: list[bytes], size: int) -> None:
         try:
-            if self._fd is not None and not self.failed:
+            if self._fd is not None and not self._sink.failed:
                 _write_all(self._fd, buffer)
         except OSError as exc:
             self._close_fd()
-            self._fail("write", exc)
+            self._sink.fail("write", exc)
         finally:
-            self._disk.written_bytes += size
+            self._sink.disk.written_bytes += size
             self._taken += size
 
-    def _write_file(self, buffer: list[bytes], size: int) -> None:
-        """A held body's whole file: open the final name, write, close. A write or close that
-        fails leaves the bytes it got under the `.partial` name, never under the final one."""
-        try:
-            self._open_final()
-            if self._fd is not None:
-                self._buffer, self._buffered = buffer, size
-                self._write_here()
-                error = self._close_fd()
-                if error is not None and not self.failed:
-                    self._fail("close", error)
-                if self.failed:
-                    self._keep_as_partial()
-        finally:
-            self._disk.written_bytes += size
-            self.settled = True
 
-    def _open_final(self) -> None:
-        if not self.claim.ready():
-            self.failed = True
-            return
-        try:
-            self._fd = self._opener(str(self.final), OPEN_FLAGS)
-        except OSError as exc:
-            self._fail("open", exc, self.final)
-
-    def _keep_as_partial(self) -> None:
+def _write_and_close(fd: int, buffer: list[bytes]) -> tuple[str, OSError] | None:
+    """Write `buffer` to `fd` and close it; the stage and error of the first failure."""
+    try:
+        _write_all(fd, buffer)
+    except OSError as exc:
         with contextlib.suppress(OSError):
-            os.replace(self.final, self.claim.path / (self.name + recordings.PARTIAL))
-
-    def _finish_handed_over(self, buffer: list[bytes], size: int) -> None:
-        self._buffer, self._buffered = buffer, size
-        self._finish()
+            os.close(fd)
+        return "write", exc
+    try:
+        os.close(fd)
+    except OSError as exc:
+        return "close", exc
+    return None
 
 
 def _write_all(fd: int | None, buffer: list[bytes]) -> None:
