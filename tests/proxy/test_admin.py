@@ -21,6 +21,7 @@ async def test_healthz_reports_listeners_and_recorder(topology: dict[str, Any], 
     }
     assert health["recorder"]["recording"] is True
     assert health["recorder"]["recordings"] == str(tap.recordings)
+    assert health["recorder"]["held_bytes"] == health["recorder"]["backlog_bytes"] == 0
 
 
 async def test_metrics_count_requests_bytes_and_pairs(topology, client) -> None:

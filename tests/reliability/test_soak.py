@@ -85,6 +85,7 @@ async def test_steady_load_keeps_memory_and_descriptors_flat(tmp_path: Path, tal
     assert open_captures == []
     assert health["pending_pairs"] == 0
     assert health["in_flight"] == 0 and health["recorder"]["open_captures"] == 0
+    assert health["recorder"]["held_bytes"] == health["recorder"]["backlog_bytes"] == 0
     assert not events & {"capture.failed", "leg.aborted", "pair.orphaned"}
     tally.streams(sent)
     tally.bytes_lost(0)

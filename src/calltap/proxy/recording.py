@@ -74,7 +74,9 @@ class RecordingAddon(Addon):
         return {"recorder": {"recordings": str(self.config.recordings),
                              "recording": not recorder.paused, "paused": recorder.paused,
                              "used_bytes": recorder.used_bytes,
-                             "quota_bytes": recorder.quota_bytes}}
+                             "quota_bytes": recorder.quota_bytes,
+                             "held_bytes": recorder.disk.held_bytes,
+                             "backlog_bytes": recorder.disk.backlog}}
 
     # -- hooks -------------------------------------------------------------------------------
 
