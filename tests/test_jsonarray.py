@@ -95,11 +95,43 @@ def test_nothing_at_all_is_nothing_to_report() -> None:
     assert parse(b"") == ([], None)
     assert parse(b" \r\n") == ([], None)
     assert parse(b"[]") == ([], None)
+    assert parse(b"\xef\xbb\xbf") == ([], None)
 
 
 def test_a_bom_cut_between_feeds_is_still_a_bom() -> None:
     assert feed_pieces([b"\xef", b"\xbb", b'\xbf[{"a":1}]']) == ([element(0, 4, '{"a":1}')], None)
     assert feed_pieces([b"\xef\xbb"]) == ([], Incomplete(0, 2))
+
+
+def test_a_bom_anywhere_but_the_first_byte_is_bytes_of_its_own_in_any_split() -> None:
+    assert feed_pieces([b" ", b"\xef\xbb\xbf[]"]) == parse(b" \xef\xbb\xbf[]") == (
+        [],
+        Incomplete(1, 5),
+    )
+    assert feed_pieces([b"[", b"\xef\xbb\xbf1]"]) == parse(b"[\xef\xbb\xbf1]") == (
+        [element(0, 1, "\ufeff1")],
+        None,
+    )
+
+
+def test_bytes_after_the_closing_bracket_are_reported_at_their_offset_in_any_split() -> None:
+    assert parse(b"[]x") == ([], Incomplete(2, 1))
+    assert feed_pieces([b"[", b"1]", b" x"]) == ([element(0, 1, "1")], Incomplete(4, 1))
+    assert feed_pieces([b"[", b"1]", b"x"]) == ([element(0, 1, "1")], Incomplete(3, 1))
+
+
+def test_the_bytes_of_elements_already_handed_out_are_let_go() -> None:
+    decoder = JSONArrayDecoder()
+    decoder.feed(b"[")
+    element_bytes = b'{"s":"' + b"y" * 1000 + b'"},'
+    tracemalloc.start()
+    try:
+        for _ in range(1000):
+            assert len(decoder.feed(element_bytes)) == 1
+        retained, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert retained < 64 * 1024
 
 
 def test_gemini_array_stream_gives_each_response_with_its_offset() -> None:
