@@ -29,7 +29,7 @@ from calltap.dialects.content import EncodingError, decode_content
 from calltap.dialects.framing import sniff_framing
 from calltap.fakes import eventstream as wire
 from calltap.report import check_json
-from calltap.transcript import Capture
+from calltap.transcript import Capture, Finding, Position
 from fixtures import chat_stream as chat
 
 OLLAMA_LINES = (
@@ -114,6 +114,63 @@ def test_an_empty_body_is_cut_in_the_framing_its_path_names(path: str, dialect: 
     assert Code.DONE_MISSING in [finding.code for finding in transcript.findings]
 
 
+@pytest.mark.parametrize(
+    ("body", "streaming", "why"),
+    [
+        (b'{"choices": [}', False,
+         "body is not JSON: Expecting value: line 1 column 14 (char 13)"),
+        (b'{"a": 1}', False, "body is not a known dialect's JSON"),
+        (b"<html>hi</html>\n\n", True, "body is neither JSON nor a stream of a known dialect"),
+    ],
+)
+def test_a_body_no_dialect_reads_says_why_at_its_first_byte(body, streaming, why) -> None:
+    transcript = transcribe(Capture(body))
+    assert (transcript.dialect, transcript.streaming) == ("unknown", streaming)
+    assert transcript.findings == [
+        Finding(Code.JSON_INVALID, position=Position(None, 0), detail=why)
+    ]
+
+
+def test_a_body_whose_encoding_cannot_be_undone_says_so_and_keeps_its_length() -> None:
+    transcript = transcribe(Capture(b"xx", content_encoding="gzip"))
+    assert (transcript.dialect, transcript.streaming, transcript.bytes) == ("unknown", False, 2)
+    assert transcript.findings == [
+        Finding(Code.JSON_INVALID, position=Position(None, 0),
+                detail="cannot decode Content-Encoding 'gzip': Error -3 while decompressing data: "
+                       "incorrect header check")
+    ]
+
+
+def test_a_truncated_capture_is_flagged_at_its_last_byte_after_what_the_body_says() -> None:
+    codes_and_positions = [
+        (finding.code, finding.position)
+        for finding in transcribe(Capture(b'{"a":1}', truncated=True)).findings
+    ]
+    assert codes_and_positions == [
+        (Code.JSON_INVALID, Position(None, 0)),
+        (Code.CAPTURE_TRUNCATED, Position(None, 7)),
+    ]
+
+
+def test_detection_reads_the_first_eight_events_then_asks_the_path() -> None:
+    chunk = (b'data: {"object":"chat.completion.chunk","choices":[{"index":0,'
+             b'"delta":{"content":"Hi"}}]}\n\n')
+    body = b'data: {"x": 1}\n\n' * 8 + chunk
+    unread = transcribe(Capture(body))
+    assert (unread.dialect, unread.events) == ("unknown", 9)
+    assert transcribe(Capture(body, path="/v1/chat/completions")).dialect == "openai.chat"
+    assert transcribe(Capture(body[16:])).dialect == "openai.chat"
+
+
+def test_a_json_body_s_own_issues_come_first_at_its_first_byte() -> None:
+    body = (b'{"object":"chat.completion","created":NaN,"choices":[{"index":0,'
+            b'"message":{"role":"assistant","content":"x"}}]}')
+    assert transcribe(Capture(body)).findings == [
+        Finding(Code.NON_FINITE_NUMBER, position=Position(None, 0), detail="at /created"),
+        Finding(Code.FINISH_REASON_MISSING, choice=0, position=Position(None, 0)),
+    ]
+
+
 def test_a_stream_of_another_framing_is_not_read_by_the_path() -> None:
     """An SSE body on an Ollama path: the path names a dialect of lines, the content has events."""
     body = chat.sse([{"unknown": True}])
@@ -125,6 +182,18 @@ def test_a_forced_dialect_reads_the_body_in_its_own_framing() -> None:
     forced = transcribe(Capture(body, dialect="anthropic.messages"))
     assert (forced.dialect, forced.framing) == ("anthropic.messages", "eventstream")
     assert transcribe(Capture(OLLAMA_LINES, dialect="openai.chat")).dialect == "unknown"
+    lines = transcribe(Capture(b'data: {"done": true}\n\n', dialect="ollama.chat"))
+    assert (lines.dialect, lines.framing) == ("ollama.chat", "ndjson")
+    messages = transcribe(Capture(b'data: {"done": true}\n\n', dialect="bedrock.converse"))
+    assert (messages.dialect, messages.framing) == ("bedrock.converse", "eventstream")
+
+
+def test_a_forced_dialect_of_two_framings_takes_the_one_the_content_type_names() -> None:
+    """Anthropic Messages is SSE, and an event stream on Bedrock: an empty body says neither."""
+    for content_type, framing in [("application/vnd.amazon.eventstream", "eventstream"),
+                                  ("text/event-stream", "sse")]:
+        empty = transcribe(Capture(b"", content_type=content_type, dialect="anthropic.messages"))
+        assert (empty.dialect, empty.framing) == ("anthropic.messages", framing)
 
 
 def test_the_request_side_is_the_dialect_of_the_path() -> None:
