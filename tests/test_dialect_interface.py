@@ -63,7 +63,8 @@ def test_the_new_dialects_endpoints_are_compared_by_default() -> None:
      ("/model/meta.llama3-70b-instruct-v1:0/converse?x=1", "bedrock.converse"),
      ("/model/m/converse-stream/", "bedrock.converse"),
      ("/model/m/invoke-with-response-stream", "anthropic.messages"),
-     ("/v1/responses", "openai.responses"), ("/v1/embeddings", None)],
+     ("/v1/responses", "openai.responses"), ("/v1/embeddings", None),
+     ("/api/chat?next=/a?b", "ollama.chat"), ("/api/chatX", None)],
 )
 def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
     dialect = dialect_of_path(path)
