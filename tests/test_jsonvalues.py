@@ -16,6 +16,7 @@ from calltap.jsonvalues import (
     Decoded,
     JsonInvalid,
     JsonIssue,
+    canonical_key,
     decode_strict,
     load_envelope,
 )
@@ -217,6 +218,14 @@ def test_json_invalid_is_a_value_error() -> None:
 
 
 # Envelopes
+
+
+def test_the_key_of_a_value_decoded_elsewhere_is_the_key_of_its_text() -> None:
+    """Used where arguments arrive already decoded (the probe's judge): no issue is reported
+    there, and an unsafe integer still keys as its double."""
+    text = '{"n": [1, true, null, "1"], "big": 1152921504606846977, "x": 1e400}'
+    assert canonical_key(json.loads(text)) == decode_strict(text).key
+    assert canonical_key({"n": 1}) != canonical_key({"n": "1"})
 
 
 def test_envelope_fast_path_has_no_issues() -> None:

@@ -243,3 +243,12 @@ def test_any_split_gives_the_lines_of_the_whole_body_and_of_the_rules(
     whole = parse(body)
     assert feed_pieces(pieces) == whole
     assert whole == reference_parse(body)
+
+
+def test_a_partial_line_is_searched_on_arrival_and_once_more_when_its_lf_comes() -> None:
+    decoder = NDJSONDecoder()
+    assert decoder.feed(b'{"a"') == []
+    assert decoder.feed(b":1") == []
+    assert decoder.bytes_scanned == 6
+    assert decoder.feed(b'}\n{"b"') == [Line(0, 0, '{"a":1}', None)]
+    assert decoder.bytes_scanned == 6 + 6 + 6

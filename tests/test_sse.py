@@ -440,3 +440,12 @@ def test_lf_only_streams_any_split_gives_the_events_of_the_spec(
     body: bytes, data: st.DataObject
 ) -> None:
     assert_any_split_gives_the_events_of_the_spec(body, data)
+
+
+def test_a_partial_line_is_searched_on_arrival_and_once_more_when_its_line_ends() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: a") == []
+    assert parser.feed(b"bc") == []
+    assert parser.bytes_scanned == 9
+    assert parser.feed(b"\n\n") == [Event(0, 0, "message", "abc", "")]
+    assert parser.bytes_scanned == 9 + 2 + 11
