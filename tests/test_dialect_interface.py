@@ -26,7 +26,7 @@ from calltap.dialects import (
 )
 from calltap.dialects.base import FRAMINGS
 from calltap.dialects.content import EncodingError, decode_content
-from calltap.dialects.framing import sniff_framing
+from calltap.dialects.framing import EventStreamFrames, sniff_framing
 from calltap.fakes import eventstream as wire
 from calltap.report import check_json
 from calltap.transcript import Capture, Finding, Position
@@ -79,6 +79,7 @@ def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
         (b'{\n  "a": 1,\n  "b": 2\n}\n', None, "json"),
         (b'{"a": 1}\n\n', None, "json"),
         (OLLAMA_LINES, None, "ndjson"),
+        (b"\xef\xbb\xbf" + OLLAMA_LINES, None, "ndjson"),
         (b'{"a": 1}\n', "application/x-ndjson", "ndjson"),
         (wire.event("messageStart", {"role": "assistant"}), None, "eventstream"),
         (wire.event("messageStart", {}), "text/event-stream", "eventstream"),
@@ -90,6 +91,26 @@ def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
 )
 def test_the_framing_is_told_from_the_content_first(body, content_type, framing) -> None:
     assert sniff_framing(body, content_type) == framing
+
+
+def test_an_event_stream_message_is_keyed_by_its_event_or_exception_type() -> None:
+    body = (wire.event("messageStart", {"role": "assistant"})
+            + wire.exception("throttlingException", "slow down")
+            + wire.encode({":message-type": "event"}, b"{}"))
+    assert [EventStreamFrames.payload(message) for message in EventStreamFrames(body)] == [
+        {"messageStart": {"role": "assistant"}},
+        {"throttlingException": {"message": "slow down"}},
+        None,
+    ]
+
+
+def test_a_broken_event_stream_ends_in_frame_invalid_saying_how() -> None:
+    body = bytearray(wire.event("messageStart", {"role": "assistant"}) * 2)
+    body[-1] ^= 1
+    assert transcribe(Capture(bytes(body))).findings[-1] == Finding(
+        Code.FRAME_INVALID, position=Position(None, 118),
+        detail="message CRC mismatch: read 0x6fa8c598, computed 0x6fa8c599",
+    )
 
 
 def test_content_decoding_has_its_own_module() -> None:
