@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 
 import orjson
 import pytest
@@ -117,6 +118,14 @@ def test_content_decoding_has_its_own_module() -> None:
     assert decode_content(gzip.compress(OLLAMA_LINES), "gzip") == OLLAMA_LINES
     with pytest.raises(EncodingError):
         decode_content(b"x", "br")
+
+
+def test_content_codings_are_read_by_their_names_and_a_mislabelled_body_is_an_error() -> None:
+    gzipped = gzip.compress(OLLAMA_LINES)
+    assert decode_content(gzipped, "x-gzip") == OLLAMA_LINES
+    assert decode_content(gzipped, "identity, gzip,") == OLLAMA_LINES
+    with pytest.raises(EncodingError, match="'gzip'"):
+        decode_content(zlib.compress(OLLAMA_LINES), "gzip")
 
 
 def test_a_gzipped_ndjson_stream_is_read_as_ollama() -> None:
