@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from zlib import crc32
 
 import orjson
 import pytest
@@ -85,6 +86,8 @@ def test_a_path_names_its_dialect(path: str, name: str | None) -> None:
         (wire.event("messageStart", {"role": "assistant"}), None, "eventstream"),
         (wire.event("messageStart", {}), "text/event-stream", "eventstream"),
         (b"\x00\x00", "application/vnd.amazon.eventstream", "eventstream"),
+        (wire.event("messageStart", {})[:12], None, "eventstream"),
+        (b"\x00" * 12, "application/vnd.amazon.eventstream", "sse"),
         (b"data: {}\n\n", None, "sse"),
         (b"data: {}\n\n", "application/json", "sse"),
         (b"", None, "sse"),
@@ -114,6 +117,21 @@ def test_a_broken_event_stream_ends_in_frame_invalid_saying_how() -> None:
     )
 
 
+def _prelude(total: int, headers: int) -> bytes:
+    lengths = total.to_bytes(4) + headers.to_bytes(4)
+    return lengths + crc32(lengths).to_bytes(4)
+
+
+@pytest.mark.parametrize(
+    ("total", "headers", "framing"),
+    [(0x01000014, 10, "eventstream"), (8, 0, "sse"), (32, 0x01000000, "sse")],
+)
+def test_an_event_stream_prelude_is_two_lengths_that_fit_and_their_crc(
+    total: int, headers: int, framing: str
+) -> None:
+    assert sniff_framing(_prelude(total, headers)) == framing
+
+
 def test_content_decoding_has_its_own_module() -> None:
     assert decode_content(gzip.compress(OLLAMA_LINES), "gzip") == OLLAMA_LINES
     with pytest.raises(EncodingError):
@@ -124,8 +142,12 @@ def test_content_codings_are_read_by_their_names_and_a_mislabelled_body_is_an_er
     gzipped = gzip.compress(OLLAMA_LINES)
     assert decode_content(gzipped, "x-gzip") == OLLAMA_LINES
     assert decode_content(gzipped, "identity, gzip,") == OLLAMA_LINES
+    assert decode_content(b"", "deflate") == b""
+    assert decode_content(zlib.compress(OLLAMA_LINES)[:1], "deflate") == b""
     with pytest.raises(EncodingError, match="'gzip'"):
         decode_content(zlib.compress(OLLAMA_LINES), "gzip")
+    with pytest.raises(EncodingError, match=r"^cannot decode Content-Encoding 'deflate': "):
+        decode_content(b"\x78\x9c\xff\xff", "deflate")
 
 
 def test_a_gzipped_ndjson_stream_is_read_as_ollama() -> None:
