@@ -222,6 +222,17 @@ def test_json_input_with_an_unsafe_integer_still_compares_and_warns() -> None:
     assert transcript.choices[0].tool_calls[0].decoded is not None
 
 
+def test_json_input_with_an_integer_too_long_for_int_is_the_infinity_a_client_reads() -> None:
+    digits = "9" * 5000
+    body = (
+        '{"type": "message", "stop_reason": "tool_use", "content": [{"type": "tool_use", '
+        f'"id": "t", "name": "f", "input": {{"n": {digits}, "m": -{digits}}}}}]}}'
+    )
+    transcript = read(body.encode())
+    assert transcript.choices[0].tool_calls[0].arguments == '{"n":Infinity,"m":-Infinity}'
+    assert Code.UNSAFE_INTEGER in codes(transcript)
+
+
 def test_json_error_body_is_error_in_stream_only_with_a_2xx_status() -> None:
     body = json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}})
     assert codes(read(body.encode(), status=429)) == []

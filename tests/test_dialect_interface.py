@@ -259,6 +259,16 @@ def test_the_request_side_is_the_dialect_of_the_path() -> None:
     assert request_conversation({"input": "Hi"}, "/v1/embeddings") is None
 
 
+def test_a_chat_request_offers_its_tools_and_legacy_functions_past_malformed_entries() -> None:
+    hi = [{"role": "user", "content": "Hi"}]
+    tools = ["junk", {"type": "function", "function": {"name": "f"}}, {"name": "g"}]
+    both = request_conversation({"messages": hi, "tools": tools, "functions": [{"name": "h"}]},
+                                "/v1/chat/completions")
+    legacy = request_conversation({"messages": hi, "functions": [{"name": "h"}]},
+                                  "/v1/chat/completions")
+    assert (both.tools, legacy.tools) == (["f", "g", "h"], ["h"])
+
+
 def test_only_a_chat_client_can_ask_for_no_usage() -> None:
     streamed = orjson.dumps({"stream": True, "messages": []})
     assert usage_requested("openai.chat", streamed) is False
