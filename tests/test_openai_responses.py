@@ -387,3 +387,15 @@ def test_text_then_a_second_response_created_is_a_restart() -> None:
     created = opening()[0]
     text = {"type": "response.output_text.delta", "output_index": 0, "delta": "Hi"}
     assert codes(read(sse([created, text, created])))[0] == Code.STREAM_RESTARTED
+
+
+def test_an_item_id_that_is_not_a_string_names_no_item_for_deltas_without_output_index() -> None:
+    events = function_call_item(0, 7, "call_0", "f", ['{"a": 1}'])
+    for event in events:
+        if event["type"] == "response.function_call_arguments.delta":
+            del event["output_index"]
+    calls = read(completed(events)).choices[0].tool_calls
+    assert [(c.index, c.id, c.arguments) for c in calls] == [
+        (0, "call_0", '{"a": 1}'),
+        (1, None, '{"a": 1}'),
+    ]
