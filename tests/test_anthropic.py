@@ -148,6 +148,13 @@ def test_a_tool_block_without_fragments_takes_its_start_input() -> None:
     assert call.decoded.value == {"q": "Belém", "n": 3}
 
 
+def test_a_start_input_that_is_not_an_object_is_no_arguments() -> None:
+    block = tool_block(0, "toolu_a", "lookup", [])
+    block[0]["content_block"]["input"] = '{"q": 2}'
+    del block[1]
+    assert read(message(block)).choices[0].tool_calls[0].arguments == ""
+
+
 def test_events_after_message_stop_are_counted_but_not_read() -> None:
     late = tool_block(1, "toolu_late", "late", ["{}"])
     body = message(text_block(0, ["Hi"]), stop_reason="end_turn") + sse(late)
