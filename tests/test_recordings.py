@@ -284,3 +284,10 @@ def test_a_pair_directory_that_fails_half_written_is_removed_whole(tmp_path: Pat
     with pytest.raises(OSError, match="too long"):
         recordings.write_pair_directory(target, {"request_id": "r"}, files, "run")
     assert not target.exists()
+
+
+def test_a_capture_s_pair_json_time_is_none_until_it_is_written(tmp_path: Path) -> None:
+    assert recordings.pair_mtime_ns(tmp_path) is None
+    pair_json = tmp_path / recordings.PAIR_JSON
+    pair_json.write_bytes(b"{}")
+    assert recordings.pair_mtime_ns(tmp_path) == pair_json.stat().st_mtime_ns
