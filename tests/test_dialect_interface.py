@@ -205,6 +205,13 @@ def test_a_truncated_capture_is_flagged_at_its_last_byte_after_what_the_body_say
     ]
 
 
+def test_an_error_that_is_only_a_string_is_its_own_summary() -> None:
+    body = b'{"error": "rate limited"}'
+    assert transcribe(Capture(body, path="/v1/chat/completions", status=200)).findings == [
+        Finding(Code.ERROR_IN_STREAM, position=Position(None, 0), detail="rate limited")
+    ]
+
+
 def test_detection_reads_the_first_eight_events_then_asks_the_path() -> None:
     chunk = (b'data: {"object":"chat.completion.chunk","choices":[{"index":0,'
              b'"delta":{"content":"Hi"}}]}\n\n')
