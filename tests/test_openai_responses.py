@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from calltap.codes import Code
 from calltap.compare import compare
 from calltap.dialects import openai_responses
-from calltap.transcript import Position
+from calltap.transcript import Finding, Position
 from dialect_helpers import (
     ARGUMENTS,
     CUTS,
@@ -399,3 +399,17 @@ def test_an_item_id_that_is_not_a_string_names_no_item_for_deltas_without_output
         (0, "call_0", '{"a": 1}'),
         (1, None, '{"a": 1}'),
     ]
+
+
+def test_a_payload_that_says_it_is_a_response_is_one_whatever_its_type() -> None:
+    assert openai_responses.sniff({"type": "message", "object": "response"}) is True
+    assert openai_responses.sniff({"type": "message"}) is False
+
+
+def test_an_event_that_is_not_json_is_invalid_at_its_event_with_the_decoder_s_reason() -> None:
+    delta = b'data: {"type":"response.output_text.delta","delta":"x","output_index":0}\n\n'
+    transcript = read(delta + b"data: nope\n\n")
+    assert transcript.findings[0] == Finding(
+        Code.JSON_INVALID, position=Position(1, len(delta)),
+        detail="Expecting value: line 1 column 1 (char 0)",
+    )
