@@ -18,7 +18,7 @@ from calltap.codes import Code
 from calltap.compare import compare
 from calltap.dialects import ollama
 from calltap.ndjson import NDJSONDecoder
-from calltap.transcript import Position
+from calltap.transcript import Finding, Position
 from dialect_helpers import assert_survives, clean_choice, codes, damaged, read
 from fixtures import chat_stream as chat
 
@@ -304,3 +304,19 @@ def test_a_line_with_a_byte_that_is_not_utf8_says_which() -> None:
     [finding] = [f for f in read(body, path=PATH).findings if f.code is Code.JSON_INVALID]
     assert finding.detail.startswith("byte ")
     assert finding.detail.endswith(" is not UTF-8")
+
+
+def test_lines_with_json_issues_non_objects_and_non_json_are_flagged_where_they_are() -> None:
+    first = ndjson([line("Hi")])
+    with_nan = ndjson([line("!")])[:-2] + b',"x":NaN}\n'
+    body = first + with_nan + ndjson(["[1]", "nope", last()])
+    transcript = read(body)
+    assert transcript.choices[0].text == "Hi!"
+    at = [0, len(first), len(first) + len(with_nan), len(first) + len(with_nan) + 4]
+    assert transcript.findings == [
+        Finding(Code.NON_FINITE_NUMBER, position=Position(1, at[1]), detail="at /x"),
+        Finding(Code.JSON_INVALID, position=Position(2, at[2]),
+                detail="payload is not a JSON object"),
+        Finding(Code.JSON_INVALID, position=Position(3, at[3]),
+                detail="Expecting value: line 1 column 1 (char 0)"),
+    ]
