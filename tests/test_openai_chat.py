@@ -73,6 +73,15 @@ def test_later_fragments_with_null_id_empty_name_or_repeated_type_continue_the_c
     assert transcript.findings == []
 
 
+def test_an_id_that_is_not_a_string_or_is_empty_leaves_the_call_without_id() -> None:
+    body = finished(
+        tool_chunk({"index": 0, "id": 5, "function": {"arguments": "{"}}),
+        tool_chunk({"index": 0, "id": "", "function": {"name": "f", "arguments": "}"}}),
+    )
+    (call,) = read(body).choices[0].tool_calls
+    assert (call.id, call.name, call.arguments) == (None, "f", "{}")
+
+
 def test_a_new_id_on_an_index_in_use_is_a_conflict_and_still_accumulates_there() -> None:
     body = finished(
         tool_chunk(call_start(0, "call_a", "weather", '{"city": "Oslo"}')),
