@@ -82,6 +82,29 @@ def test_an_id_that_is_not_a_string_or_is_empty_leaves_the_call_without_id() -> 
     assert (call.id, call.name, call.arguments) == (None, "f", "{}")
 
 
+@pytest.mark.parametrize(
+    ("counts", "read_as"),
+    [
+        ({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 9}, (3, 2, 9)),
+        ({"prompt_tokens": 3, "completion_tokens": 2}, (3, 2, 5)),
+        ({"total_tokens": 7}, (None, None, 7)),
+        ({"prompt_tokens": "3", "completion_tokens": True, "total_tokens": 7}, (None, None, 7)),
+        ({"prompt_tokens": "3"}, None),
+    ],
+)
+def test_usage_counts_are_integers_as_reported_and_a_missing_total_is_their_sum(
+    counts: dict, read_as: tuple | None
+) -> None:
+    body = json.dumps({
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"},
+                     "finish_reason": "stop"}],
+        "usage": counts,
+    }).encode()
+    usage = read(body).usage
+    assert (usage and (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)) == read_as
+
+
 def test_a_new_id_on_an_index_in_use_is_a_conflict_and_still_accumulates_there() -> None:
     body = finished(
         tool_chunk(call_start(0, "call_a", "weather", '{"city": "Oslo"}')),
