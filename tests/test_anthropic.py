@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from calltap.codes import Code
 from calltap.compare import compare
-from calltap.transcript import Position
+from calltap.dialects import anthropic, transcribe
+from calltap.transcript import Capture, Position
 from dialect_helpers import (
     ARGUMENTS,
     CUTS,
@@ -397,3 +398,13 @@ def test_a_cut_block_is_flagged_on_choice_0_with_its_index() -> None:
     [cut] = [f for f in read(body).findings if f.code is Code.TOOL_ARGUMENTS_INVALID]
     assert cut.choice == 0
     assert "tool_use block 1 never stopped" in (cut.detail or "")
+
+
+def test_an_error_event_with_a_sequence_number_is_responses_not_messages() -> None:
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "m"}}
+    assert anthropic.sniff(error) is True
+    assert anthropic.sniff({**error, "sequence_number": 1}) is False
+    assert anthropic.sniff({"type": "error", "error": "m"}) is False
+    assert anthropic.sniff({"type": "response.created"}) is False
+    body = f"data: {json.dumps({**error, 'sequence_number': 1})}\n\n".encode()
+    assert transcribe(Capture(body)).dialect == "openai.responses"
