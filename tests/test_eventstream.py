@@ -365,3 +365,14 @@ def test_a_cut_anywhere_gives_the_messages_before_it_and_the_rest_as_incomplete(
     assert end == (
         None if cut == offsets[whole] else Incomplete(offsets[whole], cut - offsets[whole])
     )
+
+
+def test_a_prelude_is_read_on_arrival_and_its_message_once_more_when_whole() -> None:
+    message = fake.event("messageStart", {"role": "assistant"})
+    decoder = EventStreamDecoder()
+    assert decoder.feed(message[:12]) == []
+    assert decoder.bytes_scanned == 8
+    assert len(decoder.feed(message[12:] + message)) == 2
+    assert decoder.bytes_scanned == 8 + 2 * len(message)
+    assert decoder.feed(message[:12]) == []
+    assert decoder.bytes_scanned == 8 + 2 * len(message) + 8
