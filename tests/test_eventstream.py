@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from calltap.eventstream import (
     MAX_HEADERS_LENGTH,
     MAX_PAYLOAD_LENGTH,
+    MESSAGE_OVERHEAD,
     EventStreamDecoder,
     HeaderType,
     HeaderValue,
@@ -376,3 +377,16 @@ def test_a_prelude_is_read_on_arrival_and_its_message_once_more_when_whole() -> 
     assert decoder.bytes_scanned == 8 + 2 * len(message)
     assert decoder.feed(message[:12]) == []
     assert decoder.bytes_scanned == 8 + 2 * len(message) + 8
+
+
+def test_a_header_name_that_ends_the_header_block_without_a_value_is_invalid() -> None:
+    body = fake.frame(b"\x01a", b"{}")
+    assert parse(body) == ([], Invalid(0, "header at byte 0 runs past the headers"))
+
+
+def test_a_payload_of_the_largest_length_after_its_headers_is_awaited_not_refused() -> None:
+    headers = 100
+    lengths = (MESSAGE_OVERHEAD + headers + MAX_PAYLOAD_LENGTH).to_bytes(4) + headers.to_bytes(4)
+    decoder = EventStreamDecoder()
+    assert decoder.feed(lengths + zlib.crc32(lengths).to_bytes(4)) == []
+    assert decoder.error is None
