@@ -413,3 +413,11 @@ def test_an_event_that_is_not_json_is_invalid_at_its_event_with_the_decoder_s_re
         Code.JSON_INVALID, position=Position(1, len(delta)),
         detail="Expecting value: line 1 column 1 (char 0)",
     )
+
+
+def test_an_empty_status_is_no_finish_reason() -> None:
+    body = {"object": "response", "status": "", "output": [message("m", "Hi")]}
+    transcript = read(json.dumps(body).encode())
+    assert (transcript.choices[0].finish_reason, codes(transcript)) == (
+        None, [Code.FINISH_REASON_MISSING]
+    )
