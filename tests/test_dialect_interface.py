@@ -124,7 +124,8 @@ def _prelude(total: int, headers: int) -> bytes:
 
 @pytest.mark.parametrize(
     ("total", "headers", "framing"),
-    [(0x01000014, 10, "eventstream"), (8, 0, "sse"), (32, 0x01000000, "sse")],
+    [(0x01000014, 10, "eventstream"), (8, 0, "sse"), (32, 0x01000000, "sse"),
+     (16, 0, "eventstream"), (32, 16, "eventstream"), (20, 10, "sse")],
 )
 def test_an_event_stream_prelude_is_two_lengths_that_fit_and_their_crc(
     total: int, headers: int, framing: str
