@@ -320,3 +320,15 @@ def test_lines_with_json_issues_non_objects_and_non_json_are_flagged_where_they_
         Finding(Code.JSON_INVALID, position=Position(3, at[3]),
                 detail="Expecting value: line 1 column 1 (char 0)"),
     ]
+
+
+def test_a_call_id_that_is_not_a_string_or_is_empty_is_none_and_bad_arguments_say_why() -> None:
+    calls = [{"id": 5, "function": {"name": "f", "arguments": "{"}},
+             {"id": "", "function": {"name": "g", "arguments": {}}}]
+    transcript = read(ndjson([line(calls=calls), last()]))
+    assert [(c.id, c.name) for c in transcript.choices[0].tool_calls] == [(None, "f"), (None, "g")]
+    assert transcript.findings == [
+        Finding(Code.TOOL_ARGUMENTS_INVALID, choice=0, position=Position(0, 0),
+                detail="f: Expecting property name enclosed in double quotes: line 1 column 2 "
+                       "(char 1)"),
+    ]
