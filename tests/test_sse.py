@@ -449,3 +449,11 @@ def test_a_partial_line_is_searched_on_arrival_and_once_more_when_its_line_ends(
     assert parser.bytes_scanned == 9
     assert parser.feed(b"\n\n") == [Event(0, 0, "message", "abc", "")]
     assert parser.bytes_scanned == 9 + 2 + 11
+
+
+def test_only_the_lf_right_after_a_cr_that_ended_a_feed_is_its_pair() -> None:
+    parser = SSEParser()
+    pieces = (b"data: a\r", b"\ndata: b\n", b"\n")
+    events = [event for piece in pieces for event in parser.feed(piece)]
+    assert events == [Event(0, 0, "message", "a\nb", "")]
+    assert parser.close() is None
