@@ -104,13 +104,19 @@ def _load(text: str) -> tuple[Any, _Repeated]:
     return value, repeated
 
 
+NAN_KEY: Hashable = object()
+"""The key every NaN shares."""
+
+
 @dataclass(slots=True)
 class _Canonicalizer:
     """Builds the hashable key of a decoded value, collecting issues with their paths on the way.
 
-    Keys: a string is itself; a finite number is its double (`-0` becomes `0`); null is None;
-    everything else is a tagged tuple, so `true`, `1`, `"1"` and `[1]` never collide. Plain loops,
-    not comprehensions, keep to one frame per nesting level.
+    Keys: a string is itself; a number is the double JavaScript reads (`-0` becomes `0`, a
+    literal past the largest double is an infinity); NaN, the one double unequal to itself, is
+    `NAN_KEY`; null is None; an object, an array or a boolean is a tuple tagged with the type it
+    decodes to, so `true`, `1`, `"1"` and `[1]` never collide. Plain loops, not comprehensions,
+    keep to one frame per nesting level.
     """
 
     repeated: _Repeated
@@ -127,14 +133,14 @@ class _Canonicalizer:
             members = []
             for name, item in value.items():
                 members.append((name, self.key(item, (path, name))))
-            return ("object", frozenset(members))
+            return (dict, frozenset(members))
         if kind is list:
             items = []
             for i, item in enumerate(value):
                 items.append(self.key(item, (path, i)))
-            return ("array", tuple(items))
+            return (list, tuple(items))
         if kind is bool:
-            return ("bool", value)
+            return (bool, value)
         if value is None:
             return None
         if kind is int or kind is Decimal:
@@ -145,9 +151,7 @@ class _Canonicalizer:
         if math.isfinite(value):
             return value + 0.0
         self._flag(Code.NON_FINITE_NUMBER, path)
-        if math.isnan(value):
-            return ("non-finite", "NaN")
-        return ("non-finite", "Infinity" if value > 0 else "-Infinity")
+        return NAN_KEY if math.isnan(value) else value
 
     def _flag(self, code: Code, path: _Path) -> None:
         self.issues.append(JsonIssue(code, _pointer(path)))

@@ -8,7 +8,8 @@ recorded file.
 
 Work is linear in the bytes fed and memory is bounded by the largest event: a partial line is
 searched for a line end only in the bytes that arrived since the last search, and dispatched
-events are handed back, never kept.
+events are handed back, never kept. Field values are UTF-8, the only encoding the format has (and
+`bytes.decode`'s default); an invalid sequence becomes U+FFFD, as a browser's EventSource reads it.
 
 Two paths read the same rules. Almost every block a provider sends is one `data: <payload>` line,
 or an `event: <type>` line and a `data: <payload>` line, each ended by LF, then a blank line;
@@ -158,12 +159,12 @@ class SSEParser:
             usual = buf.startswith(_DATA, start)
             if not usual and buf.startswith(_EVENT, start):
                 value = buf[start + _EVENT_LENGTH : end]
-                event_type = value.decode("utf-8", "replace") if value else "message"
+                event_type = value.decode(errors="replace") if value else "message"
                 data_start = end + 1
                 end = find(b"\n", data_start, last)
                 usual = end >= 0 and buf.startswith(_DATA, data_start)
             if usual and buf[end + 1] == _LF:
-                data = buf[data_start + _DATA_LENGTH : end].decode("utf-8", "replace")
+                data = buf[data_start + _DATA_LENGTH : end].decode(errors="replace")
                 fields = (ordinal, offset + start, event_type, data, last_event_id)
                 events.append(new_tuple(Event, fields))
                 ordinal += 1
@@ -220,15 +221,15 @@ class SSEParser:
                     elif name == b"event":
                         event_type = value
                     elif name == b"id" and b"\0" not in value:
-                        last_event_id = value.decode("utf-8", "replace")
+                        last_event_id = value.decode(errors="replace")
             elif block is not None:
                 if data:
                     events.append(
                         Event(
                             ordinal,
                             block,
-                            event_type.decode("utf-8", "replace") if event_type else "message",
-                            b"\n".join(data).decode("utf-8", "replace"),
+                            event_type.decode(errors="replace") if event_type else "message",
+                            b"\n".join(data).decode(errors="replace"),
                             last_event_id,
                         )
                     )
