@@ -35,6 +35,16 @@ def read(body: bytes, **capture: Any) -> Transcript:
     return transcribe(Capture(body, **capture))
 
 
+def record_starts(body: bytes, end: bytes) -> list[int]:
+    """The byte offset of each record of a body whose records each end with `end` (`b"\\n\\n"`
+    for SSE, `b"\\r\\n\\r\\n"` for Gemini's, `b"\\n"` for NDJSON): where positions point."""
+    offsets, at = [], 0
+    for record in body.split(end)[:-1]:
+        offsets.append(at)
+        at += len(record) + len(end)
+    return offsets
+
+
 def codes(transcript: Transcript) -> list[Code]:
     return [finding.code for finding in transcript.findings]
 

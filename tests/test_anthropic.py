@@ -21,6 +21,7 @@ from dialect_helpers import (
     codes,
     damaged,
     read,
+    record_starts,
     token_counts,
 )
 from fixtures.anthropic.stream import (
@@ -283,20 +284,12 @@ def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
         assert_survives(read(whole, dialect="anthropic.messages"), "anthropic.messages")
 
 
-def event_starts(body: bytes) -> list[int]:
-    """The byte offset of each event of an `sse` body."""
-    offsets, at = [], 0
-    for block in body.split(b"\n\n")[:-1]:
-        offsets.append(at)
-        at += len(block) + 2
-    return offsets
-
 
 def test_positions_point_at_the_events_that_carry_each_fact() -> None:
     payloads = [message_start(), *text_block(0, ["Hi"]), *tool_block(1, "toolu_a", "f", ["{}"]),
                 error(), message_delta("tool_use", 40), STOP]
     body = sse(payloads)
-    at = event_starts(body)
+    at = record_starts(body, b"\n\n")
     transcript = read(body, status=200)
     choice = transcript.choices[0]
     assert choice.position == Position(0, 0)
@@ -333,7 +326,8 @@ def test_a_message_start_snapshot_gives_its_stop_reason_and_usage_at_its_event()
 )
 def test_a_stream_cut_of_its_message_start_begins_at_its_first_event(first: dict) -> None:
     body = sse([PING, first, message_delta("end_turn", 3), STOP])
-    assert read(body, path="/v1/messages").choices[0].position == Position(1, event_starts(body)[1])
+    event_starts = record_starts(body, b"\n\n")
+    assert read(body, path="/v1/messages").choices[0].position == Position(1, event_starts[1])
 
 
 def test_a_fragment_of_a_block_never_started_is_a_call_at_its_index_and_event() -> None:
@@ -341,7 +335,7 @@ def test_a_fragment_of_a_block_never_started_is_a_call_at_its_index_and_event() 
              "delta": {"type": "input_json_delta", "partial_json": '{"a": 1}'}}
     body = message(text_block(0, ["Hi"]), [stray, {"type": "content_block_stop", "index": 2}])
     [call] = read(body).choices[0].tool_calls
-    assert (call.index, call.position) == (2, Position(5, event_starts(body)[5]))
+    assert (call.index, call.position) == (2, Position(5, record_starts(body, b"\n\n")[5]))
     assert call.decoded.value == {"a": 1}
 
 

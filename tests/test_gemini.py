@@ -33,6 +33,7 @@ from dialect_helpers import (
     codes,
     damaged,
     read,
+    record_starts,
     token_counts,
 )
 from fixtures import chat_stream as chat
@@ -718,14 +719,6 @@ def test_a_forced_dialect_reads_an_array_by_elements_only_if_it_reads_events() -
     assert read(body, dialect="ollama.chat").streaming is False
 
 
-def event_starts(body: bytes) -> list[int]:
-    """The byte offset of each event of a `gemini_sse` body."""
-    offsets, at = [], 0
-    for block in body.split(b"\r\n\r\n")[:-1]:
-        offsets.append(at)
-        at += len(block) + 4
-    return offsets
-
 
 def test_positions_point_at_the_chunks_that_carry_each_fact() -> None:
     payloads = [
@@ -736,7 +729,7 @@ def test_positions_point_at_the_chunks_that_carry_each_fact() -> None:
         chunk([candidate([], finish="STOP"), candidate([], index=1, finish=7)], usage(3, 5)),
     ]
     body = gemini_sse(payloads)
-    at = event_starts(body)
+    at = record_starts(body, b"\r\n\r\n")
     transcript = read(body, status=200)
     first, second = transcript.choices[0], transcript.choices[1]
     assert (first.position, second.position) == (Position(0, 0), Position(2, at[2]))
@@ -756,7 +749,7 @@ def test_a_blocked_prompt_finishes_its_one_choice_where_the_block_was_said() -> 
     blocked = {"promptFeedback": {"blockReason": "SAFETY"}}
     unspecified = {"promptFeedback": {"blockReason": "BLOCK_REASON_UNSPECIFIED"}}
     body = gemini_sse([chunk(None, None), unspecified, blocked])
-    at = event_starts(body)
+    at = record_starts(body, b"\r\n\r\n")
     transcript = read(body, path=GEMINI_PATH)
     [(index, choice)] = transcript.choices.items()
     assert (index, choice.index, choice.raw_finish_reason) == (0, 0, "SAFETY")

@@ -19,7 +19,14 @@ from calltap.compare import compare
 from calltap.dialects import ollama
 from calltap.ndjson import NDJSONDecoder
 from calltap.transcript import Finding, Position
-from dialect_helpers import assert_survives, clean_choice, codes, damaged, read
+from dialect_helpers import (
+    assert_survives,
+    clean_choice,
+    codes,
+    damaged,
+    read,
+    record_starts,
+)
 from fixtures import chat_stream as chat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ollama"
@@ -253,19 +260,11 @@ def test_every_parallel_call_merged_onto_index_0_diverges() -> None:
 
 
 
-def line_starts(body: bytes) -> list[int]:
-    """The byte offset of each line of an `ndjson` body."""
-    offsets, at = [], 0
-    for text in body.split(b"\n")[:-1]:
-        offsets.append(at)
-        at += len(text) + 1
-    return offsets
-
 
 def test_positions_point_at_the_lines_that_carry_each_fact() -> None:
     with_id = {**call("get_weather", WEATHER), "id": "call_7"}
     body = ndjson([line("Hi"), {"error": "model runner stopped"}, line(calls=[with_id]), last()])
-    at = line_starts(body)
+    at = record_starts(body, b"\n")
     transcript = read(body, status=200)
     choice = transcript.choices[0]
     assert choice.position == Position(0, 0)

@@ -22,6 +22,7 @@ from dialect_helpers import (
     codes,
     damaged,
     read,
+    record_starts,
     split,
     token_counts,
 )
@@ -221,14 +222,6 @@ def test_a_field_of_any_wrong_type_never_breaks_the_reducer() -> None:
         assert_survives(read(whole, dialect="openai.responses"), "openai.responses")
 
 
-def starts(body: bytes) -> list[int]:
-    """The byte offset of each event of an `sse` body."""
-    offsets, at = [], 0
-    for block in body.split(b"\n\n")[:-1]:
-        offsets.append(at)
-        at += len(block) + 2
-    return offsets
-
 
 def test_positions_point_at_the_events_that_carry_each_fact() -> None:
     payloads = [
@@ -239,7 +232,7 @@ def test_positions_point_at_the_events_that_carry_each_fact() -> None:
         {"type": "response.completed", "response": response("completed", usage=usage(3, 4))},
     ]
     body = sse(payloads)
-    at = dict(enumerate(starts(body)))
+    at = dict(enumerate(record_starts(body, b"\n\n")))
     kinds = [payload["type"] for payload in payloads]
     added = [n for n, kind in enumerate(kinds) if kind == "response.output_item.added"][1]
     error, last = kinds.index("error"), len(payloads) - 1
@@ -273,7 +266,8 @@ def test_a_downstream_call_whose_item_never_came_is_added_at_its_first_delta() -
         found = {f.code: f for f in comparison.findings}
         assert Code.TOOL_CALLS_ADDED in found
         stray_at = len(payloads) - 2
-        assert found[Code.TOOL_CALLS_ADDED].position == Position(stray_at, starts(body)[stray_at])
+        stray_offset = record_starts(body, b"\n\n")[stray_at]
+        assert found[Code.TOOL_CALLS_ADDED].position == Position(stray_at, stray_offset)
         call_of = read(body).choices[0].tool_calls[0]
         assert (call_of.index, call_of.arguments) == (delta.get("output_index", 0), "{}")
 
@@ -354,11 +348,12 @@ def test_a_call_first_seen_in_an_indexed_delta_keeps_the_item_id_later_deltas_na
 def test_a_failed_responses_error_is_kept_whole_at_the_terminal_event() -> None:
     failed = {"code": "server_error", "message": "The model failed."}
     body = completed([], status="failed", error=failed)
-    last = len(starts(body)) - 1
+    event_starts = record_starts(body, b"\n\n")
+    last = len(event_starts) - 1
     transcript = read(body, status=200)
     assert transcript.errors == [failed]
     assert [(f.code, f.position, f.detail) for f in transcript.findings] == [
-        (Code.ERROR_IN_STREAM, Position(last, starts(body)[last]),
+        (Code.ERROR_IN_STREAM, Position(last, event_starts[last]),
          "server_error: The model failed.")]
 
 
