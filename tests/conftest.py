@@ -2,11 +2,12 @@
 
 No deadline: a loaded 2-core machine must not fail a correct example. Under CI the examples are
 derandomized, so a run is repeatable; on a developer's machine each run explores new ones.
-`make mutation` runs the CI examples without shrinking a failure, and a mutant's tests fastest
-first: mutmut stops a mutant's run at its first failing test, and most mutants are killed by a
-test of milliseconds where a property test or a command run in a subprocess would take a second or
-more. The durations are those mutmut measured on the unmutated code (`mutmut-stats.json` in the
-directory it runs the tests from); without them, property tests run after every example test.
+`make mutation` runs a quarter of the CI examples (`tests/support/properties.py`) without
+shrinking a failure, and a mutant's tests fastest first: mutmut stops a mutant's run at its first
+failing test, and most mutants are killed by a test of milliseconds where a property test or a
+command run in a subprocess would take a second or more. The durations are those mutmut measured
+on the unmutated code (`mutmut-stats.json` in the directory it runs the tests from); without them,
+property tests run after every example test.
 `client` is an HTTP client that hands back the bytes as they came (no decompression); `provider`
 is a fake provider on loopback.
 """
@@ -26,7 +27,10 @@ from calltap.fakes import FakeProvider
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True)
 settings.register_profile(
-    "mutation", settings.get_profile("ci"), phases=[Phase.explicit, Phase.reuse, Phase.generate]
+    "mutation",
+    settings.get_profile("ci"),
+    max_examples=25,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import compare
@@ -250,7 +251,7 @@ def test_json_error_body_is_error_in_stream_only_with_a_2xx_status() -> None:
     assert in_200.choices == {}
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(arguments=ARGUMENTS, cuts=CUTS, pings=st.booleans())
 def test_any_re_chunking_of_the_fragments_compares_equal(
     arguments: dict, cuts: list[int], pings: bool

@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import compare
@@ -137,7 +138,7 @@ def test_a_converse_body_reads_like_its_stream() -> None:
     assert (comparison.verdict, comparison.findings) == ("equal", [])
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(cuts=st.lists(st.integers(0, 2600), max_size=8))
 def test_any_split_of_the_bytes_gives_the_same_transcript(cuts: list[int]) -> None:
     body = converse(TOOL_USE)

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import check, compare, compare_captures
@@ -237,7 +238,7 @@ def rendering(draw: st.DrawFn, calls: list[tuple[str, dict]], text: str) -> byte
     )
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(data=st.data(), calls=CALLS, text=TEXT)
 def test_any_faithful_rendering_compares_equal(data: st.DataObject, calls: list, text: str) -> None:
     upstream = data.draw(rendering(calls, text))
@@ -247,7 +248,7 @@ def test_any_faithful_rendering_compares_equal(data: st.DataObject, calls: list,
     assert {f.code.severity for f in comparison.findings} <= {"cosmetic"}
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40, deadline=None)
 @given(data=st.data(), calls=CALLS, text=TEXT, crlf=st.booleans())
 def test_any_split_of_the_byte_stream_gives_the_same_transcript(
     data: st.DataObject, calls: list, text: str, crlf: bool
@@ -269,7 +270,7 @@ def test_any_split_of_the_byte_stream_gives_the_same_transcript(
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(
     data=st.data(), calls=st.lists(st.tuples(NAMES, ARGUMENTS), min_size=2, max_size=4), text=TEXT
 )

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.jsonvalues import (
@@ -63,7 +64,7 @@ names = st.sampled_from(["id", "n", "usage"])
 members = st.lists(st.tuples(names, numbers), min_size=1, max_size=6)
 
 
-@settings(max_examples=100)
+@examples(100)
 @given(members=members)
 def test_law_both_envelope_paths_read_the_same_value(members: list[tuple[str, str]]) -> None:
     """An envelope orjson reads (unsafe integers and repeated keys included, the last key winning)

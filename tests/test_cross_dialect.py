@@ -11,8 +11,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import Comparison, compare
@@ -106,7 +107,7 @@ ARGUMENTS = st.dictionaries(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40, deadline=None)
 @given(
     arguments=st.lists(ARGUMENTS, min_size=2, max_size=2),
     up_cuts=st.lists(st.lists(st.integers(0, 60), max_size=5), min_size=2, max_size=2),

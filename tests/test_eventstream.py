@@ -15,8 +15,9 @@ import botocore.session
 import orjson
 import pytest
 from botocore.eventstream import EventStream, EventStreamBuffer
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.eventstream import (
     MAX_HEADERS_LENGTH,
@@ -319,7 +320,7 @@ def starts(encoded: list[bytes]) -> list[int]:
     return offsets
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(encoded=bodies, data=st.data())
 def test_any_split_gives_the_messages_of_the_whole_body_and_of_botocore(
     encoded: list[bytes], data: st.DataObject
@@ -336,7 +337,7 @@ def test_any_split_gives_the_messages_of_the_whole_body_and_of_botocore(
     ]
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(encoded=bodies, data=st.data())
 def test_a_flipped_bit_stops_the_stream_at_its_message(
     encoded: list[bytes], data: st.DataObject
@@ -352,7 +353,7 @@ def test_a_flipped_bit_stops_the_stream_at_its_message(
     assert end.offset == offsets[hit]
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(encoded=bodies, data=st.data())
 def test_a_cut_anywhere_gives_the_messages_before_it_and_the_rest_as_incomplete(
     encoded: list[bytes], data: st.DataObject

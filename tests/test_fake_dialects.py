@@ -15,8 +15,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import compare_captures
@@ -369,7 +370,7 @@ def translated(body: bytes, relay: Relay, target: str) -> bytes:
     return b"".join(serialize("message", payload) for payload in payloads + relay.end())
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40, deadline=None)
 @given(TOOLS, st.sampled_from(sorted(TARGETS)))
 def test_any_tools_get_the_same_calls_in_every_dialect_and_translate_equal(tools, target):
     chat = chat_request(tools)
@@ -393,7 +394,7 @@ def test_any_tools_get_the_same_calls_in_every_dialect_and_translate_equal(tools
     )
 
 
-@settings(max_examples=30, deadline=None)
+@examples(30, deadline=None)
 @given(TOOLS.filter(lambda tools: len(tools) >= 2), st.sampled_from(sorted(TARGETS)))
 def test_a_translator_losing_the_second_call_is_always_caught(tools, target):
     upstream, path = provider_stream(target, chat_request(tools))

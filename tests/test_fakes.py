@@ -10,8 +10,9 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.dialects import transcribe
 from calltap.fakes import DEFECT_HEADER, DEFECTS, FakeGateway, FakeProvider
@@ -233,7 +234,7 @@ properties = st.dictionaries(
 )
 
 
-@settings(max_examples=50, deadline=None)
+@examples(50, deadline=None)
 @given(
     st.lists(st.tuples(tool_names, properties), min_size=1, max_size=4, unique_by=lambda t: t[0])
 )
@@ -455,7 +456,7 @@ def test_every_defect_documents_what_calltap_must_say():
 argument_texts = st.lists(st.text(max_size=30), min_size=1, max_size=3)
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(argument_texts, st.data())
 def test_rechunking_keeps_every_calls_argument_text(texts, data):
     """Whatever the upstream fragmentation, the re-cut pieces join to the same text per call."""

@@ -9,8 +9,9 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap import jsonarray, sse
 from calltap.codes import Code
@@ -381,7 +382,7 @@ def events_of(body: bytes, cuts: list[int], reader: type) -> list[sse.Event]:
     return [event for a, b in pairwise(points) for event in decoder.feed(body[a:b])]
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(
     arguments=st.lists(ARGUMENTS, min_size=1, max_size=3),
     pieces=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=4),
@@ -456,7 +457,7 @@ def cross_codes(comparison: Any) -> set[Code]:
     return {finding.code for finding in comparison.findings}
 
 
-@settings(max_examples=40, deadline=None)
+@examples(40, deadline=None)
 @given(
     arguments=st.lists(ARGUMENTS, min_size=2, max_size=2),
     cuts=st.lists(st.lists(st.integers(0, 60), max_size=5), min_size=2, max_size=2),

@@ -8,8 +8,9 @@ import tracemalloc
 from pathlib import Path
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.jsonarray import JSONArrayDecoder, parse
 from calltap.sse import Event, Incomplete
@@ -207,7 +208,7 @@ def arrays(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int, str]]]:
     return body + b"]", elements
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300, deadline=None)
 @given(built=arrays(), data=st.data())
 def test_any_cut_yields_the_elements_it_holds_and_any_split_reads_alike(
     built: tuple[bytes, list[tuple[int, int, str]]], data: st.DataObject

@@ -7,8 +7,9 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.jsonvalues import (
@@ -320,7 +321,7 @@ def changed(leaf: Any, how: str) -> Any:
     return None if leaf is not None else False
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150, deadline=None)
 @given(value=json_values, first=serializations, second=serializations, rng=st.randoms())
 def test_law_key_ignores_member_order_whitespace_escapes_and_number_spelling(
     value: Any, first: dict, second: dict, rng: Any
@@ -332,7 +333,7 @@ def test_law_key_ignores_member_order_whitespace_escapes_and_number_spelling(
     assert hash(a.key) == hash(b.key)
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150, deadline=None)
 @given(
     value=json_values,
     data=st.data(),
@@ -347,7 +348,7 @@ def test_law_changing_one_leaf_changes_the_key(value: Any, data: st.DataObject, 
     assert decode_strict(json.dumps(value)).key != decode_strict(json.dumps(other)).key
 
 
-@settings(max_examples=100, deadline=None)
+@examples(100, deadline=None)
 @given(value=json_values)
 def test_law_decoded_value_round_trips(value: Any) -> None:
     decoded = decode_strict(json.dumps(value))

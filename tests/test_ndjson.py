@@ -7,8 +7,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.ndjson import Line, NDJSONDecoder, parse
 from calltap.sse import Incomplete
@@ -233,7 +234,7 @@ streams = st.builds(
 )
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(body=streams, data=st.data())
 def test_any_split_gives_the_lines_of_the_whole_body_and_of_the_rules(
     body: bytes, data: st.DataObject

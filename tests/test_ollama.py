@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import compare
@@ -162,7 +163,7 @@ def test_a_one_line_stream_is_a_stream_only_when_its_content_type_says_so() -> N
     assert read(body, content_type="application/x-ndjson; charset=utf-8").streaming is True
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(cuts=st.lists(st.integers(0, 400), max_size=8))
 def test_any_split_of_the_bytes_gives_the_same_transcript(cuts: list[int]) -> None:
     body = two_calls()

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.codes import Code
 from calltap.compare import compare
@@ -187,7 +188,7 @@ def test_json_incomplete_body_and_error_body() -> None:
     )
 
 
-@settings(max_examples=60, deadline=None)
+@examples(60, deadline=None)
 @given(arguments=ARGUMENTS, cuts=CUTS, text_cuts=st.lists(st.integers(0, 30), max_size=4))
 def test_any_re_chunking_of_text_and_arguments_compares_equal(
     arguments: dict, cuts: list[int], text_cuts: list[int]

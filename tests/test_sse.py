@@ -5,8 +5,9 @@ from __future__ import annotations
 import tracemalloc
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.sse import Event, Incomplete, SSEParser, parse
 
@@ -426,7 +427,7 @@ def assert_any_split_gives_the_events_of_the_spec(body: bytes, data: st.DataObje
     assert whole == reference_parse(body)
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300, deadline=None)
 @given(body=streams, data=st.data())
 def test_any_split_gives_the_events_of_the_whole_body_and_of_the_spec(
     body: bytes, data: st.DataObject
@@ -434,7 +435,7 @@ def test_any_split_gives_the_events_of_the_whole_body_and_of_the_spec(
     assert_any_split_gives_the_events_of_the_spec(body, data)
 
 
-@settings(max_examples=200, deadline=None)
+@examples(200, deadline=None)
 @given(body=lf_streams, data=st.data())
 def test_lf_only_streams_any_split_gives_the_events_of_the_spec(
     body: bytes, data: st.DataObject

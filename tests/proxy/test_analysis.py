@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from tests.proxy.conftest import chat_request, chat_stream, post_chat
 from tests.proxy.test_failopen import forkserver_workers
+from tests.support.properties import examples
 
 from calltap.compare import compare_captures
 from calltap.proxy.analysis import Job, Workers, _frame, _read, _unframe, analyze
@@ -68,7 +69,7 @@ bodies = st.builds(
     lambda body, cut: body[:cut], st.builds(chat_stream), st.integers(0, 2000))
 
 
-@settings(max_examples=40, deadline=None,
+@examples(40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=bodies)
 def test_identical_legs_report_as_two_transcriptions_would(tmp_path: Path, body: bytes) -> None:

@@ -2,8 +2,9 @@ import json
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.proxy.fingerprint import request_fingerprint
 
@@ -241,7 +242,7 @@ JSON_VALUES = st.recursive(
 ROLES = st.sampled_from(["user", "assistant", "tool", "system", "function", "developer", 7])
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(
     st.dictionaries(
         st.sampled_from(["messages", "input", "tools", "functions", "system"]),
@@ -255,7 +256,7 @@ def test_any_json_body_gives_a_hex_digest_or_none(request_body, path):
     assert result is None or (len(result) == 64 and set(result) <= set(HEX))
 
 
-@settings(max_examples=200)
+@examples(200)
 @given(st.binary(max_size=200))
 def test_any_bytes_give_a_hex_digest_or_none(body):
     result = request_fingerprint(body, CHAT)

@@ -13,10 +13,11 @@ from typing import Any
 
 import aiohttp
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from tests.proxy.conftest import chat_request, chat_stream, post_chat
 from tests.proxy.test_analysis import job
+from tests.support.properties import examples
 
 from calltap.proxy.analysis import analyze
 
@@ -66,7 +67,7 @@ def test_an_upstream_reset_after_done_is_not_a_hang_up(tmp_path: Path) -> None:
     assert leg["ended"] == "upstream_reset"
 
 
-@settings(max_examples=40, deadline=None,
+@examples(40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_hang_up_at_any_byte_is_complete_exactly_when_the_marker_was_relayed(

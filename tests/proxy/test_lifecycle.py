@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from tests.support.properties import examples
 
 from calltap.proxy.lifecycle import Discard, Finalize, Lifecycle
 
@@ -187,8 +187,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert isinstance(action, Finalize) == bool(ended)
 
 
-LifecycleMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=30,
-                                              deadline=None)
+LifecycleMachine.TestCase.settings = examples(300, stateful_step_count=30, deadline=None)
 TestLifecycle = LifecycleMachine.TestCase
 
 

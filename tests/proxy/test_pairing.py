@@ -1,6 +1,7 @@
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.proxy.pairing import FrontLeg, Match, PairingBook
 
@@ -250,7 +251,7 @@ def interleavings(draw):
     return events
 
 
-@settings(max_examples=200)
+@examples(200)
 @given(interleavings())
 def test_kth_back_leg_pairs_with_kth_front_for_identical_requests(events):
     pairs = book()

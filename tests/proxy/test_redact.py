@@ -2,8 +2,9 @@ import re
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.properties import examples
 
 from calltap.redact import SECRET_HEADERS, BodyMasker, redact_headers
 
@@ -53,7 +54,7 @@ def test_repeated_secret_headers_are_each_redacted():
     assert redact_headers(headers) == {"set-cookie": ["[redacted]", "[redacted]"]}
 
 
-@settings(max_examples=150)
+@examples(150)
 @given(
     st.lists(
         st.tuples(

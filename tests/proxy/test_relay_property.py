@@ -11,9 +11,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from tests.support.logs import LogLines
+from tests.support.properties import examples
 from tests.support.provider import ProviderScript, ScriptedProvider
 
 from calltap.config import Config
@@ -49,7 +50,7 @@ def relay_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     loop.close()
 
 
-@settings(max_examples=40, deadline=None,
+@examples(40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.binary(min_size=0, max_size=20_000),
        sizes=st.lists(st.integers(min_value=1, max_value=4096), max_size=30),
