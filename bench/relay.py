@@ -32,12 +32,12 @@ removed only when the run ends: deleting tens of thousands of files between phas
 the next phase's file creations dearer on some filesystems (ext4 without a journal skips inodes
 freed in the last 30 s). --recordings /dev/shm separates the disk's cost from calltap's own.
 
-Targets: calltap CPU per event per leg (its main process) <= 1.1x the pass-through's; calltap
-req/s at c=32 >= 0.9x the pass-through's; added per-event latency p99 < 1 ms per hop; every pair
-compared within 60 s of its block's load. The load client checks every body against the
-re-labelled bytes. Each is printed
-PASS or MISS; the exit status is 0 whatever the figures, 1 when any body differed from the
-provider's, and non-zero on a crash. Every server is stopped on the way out, Ctrl-C included.
+Targets: calltap CPU per event per leg (its main process) <= 1.1x the pass-through's; calltap req/s
+at c=32 >= 0.9x the pass-through's; the per-event latency p99 calltap adds over the pass-through
+< 1 ms per hop; every pair compared within 60 s of its block's load. The load client checks every
+body against the re-labelled bytes. Each is printed PASS or MISS; the exit status is 0 whatever the
+figures, 1 when any body differed from the provider's, and non-zero on a crash. Every server is
+stopped on the way out, Ctrl-C included.
 
   .venv/bin/python bench/relay.py            # the full run, a few minutes on 2 cores
   .venv/bin/python bench/relay.py --quick    # the same measurements, fewer requests (< 1 min)
