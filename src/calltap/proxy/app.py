@@ -98,7 +98,7 @@ class Calltap:
         self._stack = contextlib.AsyncExitStack()
         self._runners: list[web.BaseRunner] = []
         self._legs: dict[asyncio.Task[Any], Leg] = {}
-        self._compared = frozenset(config.compared_paths)
+        self._compared = tuple(config.compared_paths)
         self._stopping = False
 
     @property
@@ -215,7 +215,9 @@ class Calltap:
     # -- the two relay listeners ---------------------------------------------------------------
 
     def _is_compared(self, path: str) -> bool:
-        return any(path == p or path.endswith(p) for p in self._compared)
+        """A path is compared when it ends with one of `compared_paths` (a gateway may mount
+        the provider's API under a prefix)."""
+        return path.endswith(self._compared)
 
     async def _arrive(self, request: web.BaseRequest, side: str) -> Leg | web.StreamResponse:
         """The leg for an admitted request (its body's prefix read), or calltap's refusal."""
