@@ -63,14 +63,15 @@ class ClientRequest:
     headers: Headers
     body: bytes
     redacted: tuple[str, ...]
+    """Header names the recording redacted: a gateway may need them back (`--header`)."""
     query: str = ""
-    """As the client sent it (Azure-style routes need their `api-version`)."""
+    """As the client sent it (Azure-style routes need their `api-version`), secret parameters'
+    values redacted."""
 
     @property
     def target(self) -> str:
         """The path and query to send the request to again."""
         return f"{self.path}?{self.query}" if self.query else self.path
-    """Header names the recording redacted: a gateway may need them back (`--header`)."""
 
 
 class Judged:
