@@ -1,6 +1,7 @@
-"""Keep secrets off disk: header redaction for pair.json and optional masking of bodies.
+"""Keep secrets off disk: header and query redaction for pair.json, optional masking of bodies.
 
-A redacted header keeps its name (people can see a key was sent) and loses its value.
+A redacted header or query parameter keeps its name (people can see a key was sent) and loses
+its value.
 Body masking is a blunt tool: it rewrites the recorded bytes, so the comparator sees the
 masked text and a pattern that also matches inside tool-call arguments changes what is
 compared. It is off unless patterns are configured.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import unquote_plus
 
 SECRET_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "cookie", "set-cookie", "api-key", "x-api-key",
@@ -17,6 +19,15 @@ SECRET_HEADERS = frozenset(
 )
 """Header names (lower case) whose values never reach disk: the six the README names, plus the key
 headers of Gemini's API and of LiteLLM's virtual keys, which gateways put on the wire too."""
+
+SECRET_QUERY_PARAMETERS = frozenset(
+    {"key", "api_key", "api-key", "apikey", "access_token", "token", "sig",
+     "x-amz-credential", "x-amz-security-token", "x-amz-signature"}
+)
+"""Query parameter names (lower case, percent-decoded) whose values never reach disk: Gemini's
+REST API takes its key as `?key=`, some gateways accept `api_key`, `apikey` or an OAuth
+`access_token`, an Azure SAS URL signs with `sig`, and an AWS presigned URL carries its
+credential, session token and signature."""
 
 REDACTED = "[redacted]"
 MASKED = b"[masked]"
@@ -40,6 +51,17 @@ def redact_headers(
         else:
             out[name] = [previous, value]
     return out
+
+
+def redact_query(query: str) -> str:
+    """The raw query string (no `?`) with the values of secret parameters replaced by
+    `[redacted]`; everything else, separators and percent-encoding included, as it came."""
+    parameters = query.split("&")
+    for index, parameter in enumerate(parameters):
+        name, has_value, _ = parameter.partition("=")
+        if has_value and unquote_plus(name).lower() in SECRET_QUERY_PARAMETERS:
+            parameters[index] = f"{name}={REDACTED}"
+    return "&".join(parameters)
 
 
 class BodyMasker:

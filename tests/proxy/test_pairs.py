@@ -163,3 +163,19 @@ async def test_a_query_string_is_relayed_and_kept_on_both_legs(topology, client)
     _, headers, _ = await post_chat(client, tap.front_url)
     pair = await tap.wait_compared(headers["X-Request-ID"])
     assert "query" not in pair["legs"]["downstream"] and "query" not in pair["legs"]["upstream"]
+
+
+async def test_a_key_in_the_query_is_relayed_but_never_recorded(topology, client) -> None:
+    """Gemini's REST API takes its key as `?key=`: the provider gets it, pair.json and every
+    other file of the capture do not."""
+    tap, provider = topology["tap"], topology["provider"]
+    query = "alt=sse&key=AIza-secret-key-1&api-version=1"
+    async with client.post(f"{tap.front_url}/v1/chat/completions?{query}", data=chat_request(),
+                           headers={"Content-Type": "application/json"}) as reply:
+        await reply.read()
+    pair = await tap.wait_compared(reply.headers["X-Request-ID"])
+    assert provider.seen[-1]["path"] == f"/v1/chat/completions?{query}"
+    recorded = "alt=sse&key=[redacted]&api-version=1"
+    assert pair["legs"]["downstream"]["query"] == pair["legs"]["upstream"]["query"] == recorded
+    directory = next(tap.recordings.rglob(reply.headers["X-Request-ID"]))
+    assert not [path for path in directory.iterdir() if b"AIza-secret" in path.read_bytes()]

@@ -1,4 +1,5 @@
 import re
+from urllib.parse import unquote_plus
 
 import orjson
 import pytest
@@ -6,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.support.properties import examples
 
-from calltap.redact import SECRET_HEADERS, BodyMasker, redact_headers
+from calltap.redact import (
+    SECRET_HEADERS,
+    SECRET_QUERY_PARAMETERS,
+    BodyMasker,
+    redact_headers,
+    redact_query,
+)
 
 SECRET_NAMES = sorted(SECRET_HEADERS)
 
@@ -110,3 +117,35 @@ def test_masker_refuses_a_bad_pattern():
 def test_masker_refuses_a_pattern_matching_nothing_at_all():
     with pytest.raises(ValueError, match="empty string"):
         BodyMasker(["(token)?"])
+
+
+@pytest.mark.parametrize("name", sorted(SECRET_QUERY_PARAMETERS))
+@pytest.mark.parametrize("spell", [str.lower, str.upper])
+def test_each_secret_query_parameter_loses_its_value_and_keeps_its_name(name, spell):
+    query = f"alt=sse&{spell(name)}=s3cr%2Ft&b=1"
+    assert redact_query(query) == f"alt=sse&{spell(name)}=[redacted]&b=1"
+
+
+def test_a_percent_encoded_or_plus_spelled_secret_name_is_redacted_as_sent():
+    assert redact_query("api%5Fkey=one&api+key=two") == "api%5Fkey=[redacted]&api+key=two"
+    assert redact_query("%6Bey=one&x=%6Bey") == "%6Bey=[redacted]&x=%6Bey"
+
+
+def test_every_repeat_of_a_secret_parameter_is_redacted():
+    assert redact_query("key=a&key=b&key") == "key=[redacted]&key=[redacted]&key"
+
+
+QUERY_TEXT = st.text(st.characters(codec="ascii", exclude_characters="&="), max_size=8)
+
+
+@examples(150)
+@given(st.lists(st.tuples(QUERY_TEXT, st.booleans(), QUERY_TEXT), max_size=6))
+def test_a_query_is_kept_byte_for_byte_but_for_secret_values(parameters):
+    query = "&".join(f"{name}={value}" if has_value else name
+                     for name, has_value, value in parameters)
+    redacted = redact_query(query).split("&")
+    assert len(redacted) == len(query.split("&"))
+    for (name, has_value, value), out in zip(parameters, redacted, strict=False):
+        secret = has_value and unquote_plus(name).lower() in SECRET_QUERY_PARAMETERS
+        expected = f"{name}=[redacted]" if secret else (f"{name}={value}" if has_value else name)
+        assert out == expected

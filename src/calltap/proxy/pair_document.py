@@ -2,7 +2,8 @@
 
 The relay's process knows the legs (methods, paths, statuses, headers, timings, how each ended);
 the worker adds each body's `bytes` and `sha256`, the endings judged from what was relayed, and
-the comparison. Headers are redacted here: secrets never reach the worker or the disk.
+the comparison. Headers and query strings are redacted here: secrets never reach the worker or
+the disk.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from calltap.proxy.analysis import BodySpec
 from calltap.proxy.hooks import Mode, Recording
 from calltap.proxy.relay import Leg
 from calltap.recordings import CAPTURE_TRUNCATED
-from calltap.redact import redact_headers
+from calltap.redact import redact_headers, redact_query
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -79,7 +80,7 @@ def leg_json(leg: Leg, redact_extra: tuple[str, ...]) -> dict[str, Any]:
         "request_file": leg.request_file,
     }
     if leg.query:
-        out["query"] = leg.query
+        out["query"] = redact_query(leg.query)
     if truncated:
         out["relay_ended"] = leg.ended
     if leg.attempt is not None:
