@@ -149,15 +149,21 @@ async def test_a_small_pair_reaches_the_disk_in_two_hand_overs(topology, client)
     assert disk.batches - before == 2 * 5
 
 
+async def post_chat_with_query(client, tap, query: str) -> tuple[str, dict]:
+    """A chat request to the front with `query`; its request id and pair.json once compared."""
+    async with client.post(f"{tap.front_url}/v1/chat/completions?{query}", data=chat_request(),
+                           headers={"Content-Type": "application/json"}) as reply:
+        await reply.read()
+    request_id = reply.headers["X-Request-ID"]
+    return request_id, await tap.wait_compared(request_id)
+
+
 async def test_a_query_string_is_relayed_and_kept_on_both_legs(topology, client) -> None:
     """Azure-style routes carry their `api-version` in the query: pair.json keeps it as sent,
     and a request without one has no `query` at all."""
     tap, provider = topology["tap"], topology["provider"]
     query = "api-version=2024-10-21&x=a%20b"
-    async with client.post(f"{tap.front_url}/v1/chat/completions?{query}", data=chat_request(),
-                           headers={"Content-Type": "application/json"}) as reply:
-        await reply.read()
-    pair = await tap.wait_compared(reply.headers["X-Request-ID"])
+    _, pair = await post_chat_with_query(client, tap, query)
     assert pair["legs"]["downstream"]["query"] == pair["legs"]["upstream"]["query"] == query
     assert provider.seen[-1]["path"] == f"/v1/chat/completions?{query}"
     _, headers, _ = await post_chat(client, tap.front_url)
@@ -170,12 +176,9 @@ async def test_a_key_in_the_query_is_relayed_but_never_recorded(topology, client
     other file of the capture do not."""
     tap, provider = topology["tap"], topology["provider"]
     query = "alt=sse&key=AIza-secret-key-1&api-version=1"
-    async with client.post(f"{tap.front_url}/v1/chat/completions?{query}", data=chat_request(),
-                           headers={"Content-Type": "application/json"}) as reply:
-        await reply.read()
-    pair = await tap.wait_compared(reply.headers["X-Request-ID"])
+    request_id, pair = await post_chat_with_query(client, tap, query)
     assert provider.seen[-1]["path"] == f"/v1/chat/completions?{query}"
     recorded = "alt=sse&key=[redacted]&api-version=1"
     assert pair["legs"]["downstream"]["query"] == pair["legs"]["upstream"]["query"] == recorded
-    directory = next(tap.recordings.rglob(reply.headers["X-Request-ID"]))
+    directory = next(tap.recordings.rglob(request_id))
     assert not [path for path in directory.iterdir() if b"AIza-secret" in path.read_bytes()]
