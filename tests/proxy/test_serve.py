@@ -136,8 +136,9 @@ async def test_sigterm_mid_stream_closes_captures_and_exits_0(provider, tmp_path
             await held.read()
     assert await asyncio.wait_for(process.wait(), 30) == 0
     output = (await process.stdout.read()).decode()
-    events = [json.loads(line)["event"] for line in output.splitlines()]
-    assert "serve.stopped" in events
+    lines = {line["event"]: line for line in map(json.loads, output.splitlines())}
+    assert lines["serve.stopping"]["in_flight"] == 2
+    assert lines["serve.stopped"]["cut"] == 1
     assert b"".join([script.body[:97], finished_body]) == script.body
     captures = tmp_path / "rec"
     assert not list(captures.rglob("*.partial"))

@@ -31,6 +31,7 @@ from calltap.proxy.admin import Admin
 from calltap.proxy.browser_view import BrowserView
 from calltap.proxy.capture import Opener, Sink
 from calltap.proxy.comparison import Comparisons
+from calltap.proxy.flights import InFlight
 from calltap.proxy.guard import (
     GuardedServer,
     Refusal,
@@ -50,6 +51,7 @@ from calltap.proxy.hooks import (
     LegStarted,
     Refused,
     ResponseStarted,
+    merge_health,
 )
 from calltap.proxy.ids import accept_client_id, new_request_id, new_traceparent, parse_traceparent
 from calltap.proxy.logs import make_logger
@@ -58,11 +60,9 @@ from calltap.proxy.outcomes import DivergenceLog
 from calltap.proxy.pairs import Pairs
 from calltap.proxy.recording import RecordingAddon
 from calltap.proxy.relay import Headers, Leg, Upstream, forwardable, relay
-from calltap.recordings import SHUTDOWN
 
 REQUEST_ID = "X-Request-ID"
 HOUSEKEEPING_INTERVAL = 1.0
-SHUTDOWN_CANCEL_WAIT = 5.0
 
 
 class Calltap:
@@ -97,7 +97,7 @@ class Calltap:
         self.back_url: str | None = None
         self._stack = contextlib.AsyncExitStack()
         self._runners: list[web.BaseRunner] = []
-        self._legs: dict[asyncio.Task[Any], Leg] = {}
+        self.in_flight = InFlight()
         self._compared = tuple(config.compared_paths)
         self._stopping = False
 
@@ -165,20 +165,13 @@ class Calltap:
             return
         self._stopping = True
         grace = self.config.grace_period if grace is None else grace
-        self.log.info("serve.stopping", in_flight=len(self._legs), grace=grace)
+        self.log.info("serve.stopping", in_flight=len(self.in_flight), grace=grace)
         for runner in self._runners:
             for site in list(runner.sites):
                 await site.stop()
-        if self._legs:
-            await asyncio.wait(list(self._legs), timeout=grace)
-        remaining = list(self._legs.items())
-        for task, leg in remaining:
-            leg.cancel_reason = SHUTDOWN
-            task.cancel()
-        if remaining:
-            await asyncio.wait([task for task, _ in remaining], timeout=SHUTDOWN_CANCEL_WAIT)
+        cut = await self.in_flight.settle(grace)
         await self._stack.aclose()
-        self.log.info("serve.stopped", cut=len(remaining))
+        self.log.info("serve.stopped", cut=cut)
 
     async def wait_compared(self, request_id: str, timeout: float = 10.0) -> dict[str, Any]:
         """The pair.json of `request_id` once it has been compared (or checked) and written."""
@@ -191,15 +184,9 @@ class Calltap:
                           "admin": self.admin_url},
             "upstreams": {"gateway": public_url(self.config.gateway),
                           "provider": public_url(self.config.provider)},
-            "in_flight": len(self._legs),
+            "in_flight": len(self.in_flight),
         }
-        for addon in self.addons:
-            for name, value in addon.health().items():
-                if isinstance(value, dict):
-                    health.setdefault(name, {}).update(value)
-                else:
-                    health[name] = value
-        return health
+        return merge_health(health, self.addons)
 
     async def _housekeep(self) -> None:
         """Once a second, each addon's periodic work (expiring pairs, rescanning the quota)."""
@@ -265,16 +252,13 @@ class Calltap:
     async def _run(self, request: web.BaseRequest, upstream: Upstream, leg: Leg,
                    headers: Headers, extra_response_headers: Headers | None) -> web.StreamResponse:
         """Relay one leg, then (whatever happened) close its files and hand it on."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._legs[task] = leg
         try:
-            body = _request_body(request, leg, headers, self.config.max_request_body)
-            return await relay(request, upstream, leg, headers=headers, body=body,
-                               on_response=self._response_started,
-                               extra_response_headers=extra_response_headers)
+            with self.in_flight.relaying(leg):
+                body = _request_body(request, leg, headers, self.config.max_request_body)
+                return await relay(request, upstream, leg, headers=headers, body=body,
+                                   on_response=self._response_started,
+                                   extra_response_headers=extra_response_headers)
         finally:
-            del self._legs[task]
             leg.finished = time.time()
             self.hooks.emit(LegEnded(leg))
 

@@ -167,6 +167,18 @@ class Addon:
         return {}
 
 
+def merge_health(health: dict[str, Any], addons: list[Addon]) -> dict[str, Any]:
+    """`health` with each addon's `health()` merged in, in addon order: a section (a dict)
+    extends the section of that name, any other value is set."""
+    for addon in addons:
+        for name, value in addon.health().items():
+            if isinstance(value, dict):
+                health.setdefault(name, {}).update(value)
+            else:
+                health[name] = value
+    return health
+
+
 Handler = Callable[[Any], Any]
 
 
