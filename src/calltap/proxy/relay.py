@@ -225,31 +225,9 @@ async def _stream(
 ) -> web.StreamResponse:
     response = _response_for(upstream_response, leg, extra_response_headers)
     sink = leg.sink = on_response(leg)
-    record = sink.write if sink is not None else None
-    content = upstream_response.content
-    relayed = 0
     try:
         await response.prepare(request)
-        while True:
-            try:
-                chunk = await content.readany()
-            except TimeoutError:
-                leg.ended = TIMEOUT
-                break
-            except (aiohttp.ClientError, OSError) as exc:
-                leg.ended = UPSTREAM_RESET
-                leg.error = type(exc).__name__
-                break
-            if not chunk:
-                break
-            if record is not None:
-                record(chunk)
-            try:
-                await response.write(chunk)
-            except ConnectionError:
-                leg.ended = CLIENT_ABORTED
-                break
-            relayed += len(chunk)
+        await _pump(upstream_response.content, response, leg, sink)
         if leg.ended is None:
             try:
                 await response.write_eof()
@@ -262,13 +240,38 @@ async def _stream(
         leg.ended = leg.cancel_reason or CLIENT_ABORTED
         upstream_response.close()
         raise
-    finally:
-        leg.bytes = relayed
     if leg.ended != COMPLETE:
         upstream_response.close()
         if request.transport is not None:
             request.transport.abort()
     return response
+
+
+async def _pump(content: aiohttp.StreamReader, response: web.StreamResponse, leg: Leg,
+                sink: Sink | None) -> None:
+    """Each chunk as it arrives: to the sink, then to the client. Counts what reached the
+    client in `leg.bytes`; sets `leg.ended` when the upstream or the client broke off."""
+    record = sink.write if sink is not None else None
+    while True:
+        try:
+            chunk = await content.readany()
+        except TimeoutError:
+            leg.ended = TIMEOUT
+            return
+        except (aiohttp.ClientError, OSError) as exc:
+            leg.ended = UPSTREAM_RESET
+            leg.error = type(exc).__name__
+            return
+        if not chunk:
+            return
+        if record is not None:
+            record(chunk)
+        try:
+            await response.write(chunk)
+        except ConnectionError:
+            leg.ended = CLIENT_ABORTED
+            return
+        leg.bytes += len(chunk)
 
 
 async def _local_error(
