@@ -64,6 +64,16 @@ def redact_query(query: str) -> str:
     return "&".join(parameters)
 
 
+def redacted_parameters(query: str) -> tuple[str, ...]:
+    """The (decoded) names of the parameters `redact_query` redacted in `query`, in order."""
+    names = []
+    for parameter in query.split("&"):
+        name, has_value, value = parameter.partition("=")
+        if has_value and value == REDACTED:
+            names.append(unquote_plus(name))
+    return tuple(dict.fromkeys(names))
+
+
 class BodyMasker:
     """Replaces every match of the configured regular expressions in a body by `[masked]`.
 

@@ -48,15 +48,17 @@ class Topology:
     """Sent as the client's Authorization on every request: it must never reach a file."""
 
     async def send(
-        self, request: dict[str, Any], defect: Defect = FAITHFUL, request_id: str | None = None
+        self, request: dict[str, Any], defect: Defect = FAITHFUL, request_id: str | None = None,
+        query: str = "",
     ) -> Sent:
-        """POST a chat request through calltap's front and wait for its pair.json."""
+        """POST a chat request (with `query` after the path) through calltap's front and wait
+        for its pair.json."""
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {PLANTED_SECRET}"}
         if defect is not FAITHFUL:
             headers[DEFECT_HEADER] = defect.name
         if request_id is not None:
             headers["X-Request-ID"] = request_id
-        url = f"{self.calltap.front_url}{CHAT_PATH}"
+        url = f"{self.calltap.front_url}{CHAT_PATH}" + (f"?{query}" if query else "")
         async with self.client.post(url, data=orjson.dumps(request), headers=headers) as reply:
             body = await reply.read()
             key = reply.headers["X-Request-ID"]

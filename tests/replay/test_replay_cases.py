@@ -70,6 +70,22 @@ def test_a_header_given_to_an_export_is_refused_and_nothing_is_written(secret_pa
     assert not case.exists()
 
 
+async def test_a_case_from_a_keyed_query_says_to_give_the_key_and_refuses_it_at_export(
+        tmp_path, capsys):
+    async with open_topology(tmp_path / "recordings") as topology:
+        sent = await topology.send(TOOLS_REQUEST, DEFECTS["drop-second-call"],
+                                   query=f"api-version=1&key={PLANTED_SECRET}")
+    refused = tmp_path / "refused"
+    assert main(["replay", str(sent.directory), "--export", str(refused),
+                 "--query", f"key={PLANTED_SECRET}"]) == 2
+    assert "never written to a case" in capsys.readouterr().err
+    assert not refused.exists()
+    case = tmp_path / "case"
+    assert main(["replay", str(sent.directory), "--export", str(case)]) == 0
+    assert all(PLANTED_SECRET.encode() not in path.read_bytes() for path in case.iterdir())
+    assert "--query 'key=…'" in (case / recordings.CASE_README).read_text()
+
+
 def test_an_export_never_overwrites(secret_pair, tmp_path, capsys):
     case = tmp_path / "case"
     case.mkdir()

@@ -65,6 +65,12 @@ def test_usage_errors_exit_2_with_one_line(demo_pairs, demo_tree, tmp_path, caps
         capsys, demo_tree, "--code", "CHOICE_ADDED", "--gateway", GATEWAY)
     assert 'expected "Name: value"' in refused(capsys, pair, "--gateway", GATEWAY,
                                                "--header", "Authorization Bearer x")
+    assert "expected NAME=VALUE, got 'key'" in refused(capsys, pair, "--gateway", GATEWAY,
+                                                       "--query", "key")
+    assert "expected NAME=VALUE" in refused(capsys, pair, "--gateway", GATEWAY,
+                                            "--query", "=value")
+    assert "'key' given twice" in refused(capsys, pair, "--gateway", GATEWAY,
+                                          "--query", "key=a", "--query", "key=b")
     assert "unparseable URL" in refused(capsys, pair, "--gateway", "http://a b")
     assert "expected HOST:PORT" in refused(capsys, pair, "--gateway", GATEWAY, "--back", "8701")
     assert "not a loopback address" in refused(capsys, pair, "--gateway", GATEWAY,

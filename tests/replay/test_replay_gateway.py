@@ -111,17 +111,23 @@ async def test_the_replayed_pair_is_kept_with_recordings_and_no_secret_reaches_i
 
 
 class WitnessGateway(FakeGateway):
-    """The fake gateway, noting the Authorization each request brought it."""
+    """The fake gateway, noting the Authorization and the query string each request brought it;
+    refusing with 401 a request without a key where `require_key` (the header) or
+    `require_query_key` (a `key` parameter other than the redacted marker) says so."""
 
-    def __init__(self, *, require_key: bool = False) -> None:
+    def __init__(self, *, require_key: bool = False, require_query_key: bool = False) -> None:
         super().__init__()
         self.require_key = require_key
+        self.require_query_key = require_query_key
         self.authorizations: list[str | None] = []
+        self.queries: list[str] = []
 
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         key = request.headers.get("Authorization")
         self.authorizations.append(key)
-        if self.require_key and key is None:
+        self.queries.append(request.query_string)
+        no_query_key = request.query.get("key") in (None, "[redacted]")
+        if (self.require_key and key is None) or (self.require_query_key and no_query_key):
             return web.json_response({"error": {"message": "no key"}}, status=401)
         return await super()._relay(request)
 
@@ -148,14 +154,50 @@ async def test_a_gateway_refusing_the_request_without_its_redacted_key_is_explai
 async def test_the_client_query_string_is_replayed(demo_pairs, tmp_path: Path):
     """An Azure-style client sends its `api-version` in the query; the replay sends it again."""
     query = "api-version=2024-10-21"
-    pair = tmp_path / "pair"
-    shutil.copytree(demo_pairs["none"], pair)
-    document = orjson.loads((pair / recordings.PAIR_JSON).read_bytes())
-    document["legs"]["downstream"]["query"] = query
-    (pair / recordings.PAIR_JSON).write_bytes(orjson.dumps(document))
+    pair = with_query(demo_pairs["none"], query, tmp_path / "pair")
     kept = tmp_path / "replayed"
     replayed = await replay(pair, "--pace", "none", "--json", "--recordings", kept)
     assert replayed.exit == 0, replayed
     (directory,) = recordings.capture_directories(kept)
     legs = orjson.loads((directory / recordings.PAIR_JSON).read_bytes())["legs"]
     assert legs["downstream"]["query"] == legs["upstream"]["query"] == query
+
+
+def with_query(pair: Path, query: str, into: Path) -> Path:
+    """A copy of `pair` whose client request was sent with `query`."""
+    shutil.copytree(pair, into)
+    document = orjson.loads((into / recordings.PAIR_JSON).read_bytes())
+    document["legs"]["downstream"]["query"] = query
+    (into / recordings.PAIR_JSON).write_bytes(orjson.dumps(document))
+    return into
+
+
+async def test_a_query_key_the_recording_redacted_is_given_back_and_never_kept(
+        demo_pairs, tmp_path: Path):
+    """Gemini-style: the key rode in the query, and pair.json holds it `[redacted]`."""
+    secret = "AIza-replay-given-key-31"
+    pair = with_query(demo_pairs["none"], "api-version=1&key=[redacted]&alt=sse",
+                      tmp_path / "pair")
+    kept = tmp_path / "replayed"
+    async with WitnessGateway(require_query_key=True) as gateway:
+        replayed = await replay(pair, "--pace", "none", "--json", "--recordings", kept,
+                                "--query", f"key={secret}", gateway=gateway)
+    assert replayed.exit == 0, replayed
+    assert gateway.queries == [f"api-version=1&key={secret}&alt=sse"]
+    (directory,) = recordings.capture_directories(kept)
+    legs = orjson.loads((directory / recordings.PAIR_JSON).read_bytes())["legs"]
+    assert legs["downstream"]["query"] == "api-version=1&key=[redacted]&alt=sse"
+    assert all(secret.encode() not in path.read_bytes() for path in kept.rglob("*")
+               if path.is_file())
+    assert secret not in replayed.stdout + replayed.stderr
+
+
+async def test_a_gateway_refusing_the_request_without_its_redacted_query_key_is_explained(
+        demo_pairs, tmp_path: Path):
+    pair = with_query(demo_pairs["none"], "key=[redacted]", tmp_path / "pair")
+    async with WitnessGateway(require_query_key=True) as gateway:
+        replayed = await replay(pair, "--pace", "none", gateway=gateway)
+    assert replayed.exit == 1, replayed
+    assert gateway.queries == ["key=[redacted]"]
+    assert "the recording redacted the query parameter key: pass --query 'key=…'" in (
+        replayed.stdout)

@@ -4,9 +4,9 @@ calltap listens on --back (default 127.0.0.1:8701, where the gateway already sen
 traffic) as a cassette provider: each upstream request gets the recorded upstream answer (status,
 headers, the exact body bytes), attempt by attempt, at the recorded pace or at once with
 --pace none. It sends the recorded client request (headers minus the redacted ones, plus each
---header) through its own front to the gateway, records the new pair (in a temporary directory
-unless --recordings DIR), compares it and prints the recorded verdict and codes beside the
-replayed ones.
+--header; the query with each --query set) through its own front to the gateway, records the
+new pair (in a temporary directory unless --recordings DIR), compares it and prints the
+recorded verdict and codes beside the replayed ones.
 
 The cassette matches the gateway's requests by meaning (method, path, and the conversation's
 last turn and tool names, as calltap pairs legs), not by bytes: a gateway may add fields and
@@ -27,6 +27,8 @@ examples:
   calltap replay demo-recordings --code TOOL_CALLS_DROPPED --demo-gateway
   calltap replay recordings/2026-11-30/r1 --gateway http://127.0.0.1:4000 \\
       --header "Authorization: Bearer $LITELLM_KEY"
+  calltap replay recordings/2026-11-30/r2 --gateway http://127.0.0.1:4000 \\
+      --query "key=$GEMINI_KEY"
   calltap replay recordings --code TOOL_CALLS_DROPPED --gateway http://127.0.0.1:4000 --pace none
   calltap replay recordings/2026-11-30/r1 --export cases/dropped-call
   calltap replay --case cases/dropped-call --gateway http://127.0.0.1:4000
@@ -80,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", metavar='"NAME: VALUE"', action="append", default=[],
                         help="send this header with the client request (a secret the recording"
                              " redacted); repeatable")
+    parser.add_argument("--query", metavar="NAME=VALUE", action="append", default=[],
+                        help="set this query parameter in the client request (a key the"
+                             " recording redacted, such as key=…); repeatable")
     parser.add_argument("--pace", choices=PACES, default="recorded",
                         help="send each answer at the recorded pace (default) or at once")
     parser.add_argument("--recordings", metavar="DIR", type=Path,
@@ -99,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         selection = _selection(args)
         if args.export is not None:
-            if args.header:
-                raise Usage("--header values are secrets and never written to a case;"
-                            " give them when the case runs")
+            if args.header or args.query:
+                raise Usage("--header and --query values are secrets and never written to a"
+                            " case; give them when the case runs")
             return _export(selection, args.export, console)
         settings = _settings(args)
     except (Usage, ConfigError, CassetteError) as error:
@@ -136,8 +141,23 @@ def _settings(args: argparse.Namespace) -> Settings:
         if not colon or not name.strip() or name != name.strip():
             raise Usage(f"--header: expected \"Name: value\", got {text!r}")
         headers.append((name, value.strip()))
+    query = _query(args.query)
     recordings = args.recordings or Path(tempfile.mkdtemp(prefix="calltap-replay-"))
-    return Settings(args.gateway or None, back, recordings, tuple(headers), args.pace)
+    return Settings(args.gateway or None, back, recordings, tuple(headers), args.pace,
+                    query=query)
+
+
+def _query(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """The --query parameters as (NAME, VALUE), each name once."""
+    parameters: dict[str, str] = {}
+    for text in texts:
+        name, equals, value = text.partition("=")
+        if not equals or not name:
+            raise Usage(f"--query: expected NAME=VALUE, got {text!r}")
+        if name in parameters:
+            raise Usage(f"--query: {name!r} given twice")
+        parameters[name] = value
+    return tuple(parameters.items())
 
 
 def _export(selection: Selection, target: Path, console: Console) -> int:

@@ -3,8 +3,9 @@
 A case is a pair directory cut down to what a replay needs, in the recordings format (so every
 tool that reads a pair reads a case): pair.json with the legs and the expected comparison, the
 client's request, the provider's answers attempt by attempt (the cassette), the client's answer
-for reference, and a README that says how to run it. Header values the recording redacted stay
-`[redacted]`: secrets are supplied when the case runs (`--header`), never stored in it.
+for reference, and a README that says how to run it. Header and query values the recording
+redacted stay `[redacted]`: secrets are supplied when the case runs (`--header`, `--query`),
+never stored in it.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ def export(recorded: Recorded, directory: Path) -> None:
 
 def readme(recorded: Recorded, directory: Path) -> str:
     codes = recorded.codes
+    secrets = [*(f"--header '{name}: …'" for name in recorded.client.redacted),
+               *(f"--query '{name}=…'" for name in recorded.client.redacted_parameters)]
     return README.format(
         request_id=recorded.request_id,
         verdict=recorded.verdict,
         codes=f" ({', '.join(codes)})" if codes else "",
         directory=directory,
-        headers="".join(f" \\\n      --header '{name}: …'" for name in recorded.client.redacted),
+        headers="".join(f" \\\n      {flag}" for flag in secrets),
     )
 
 

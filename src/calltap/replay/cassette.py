@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote_plus
 
 from calltap import recordings
 from calltap.proxy.relay import HOP_BY_HOP
-from calltap.redact import REDACTED
+from calltap.redact import REDACTED, redacted_parameters
 
 Headers = tuple[tuple[str, str], ...]
 
@@ -68,10 +69,16 @@ class ClientRequest:
     """As the client sent it (Azure-style routes need their `api-version`), secret parameters'
     values redacted."""
 
+    def target(self, parameters: Headers = ()) -> str:
+        """The path and query to send the request to again, with each of `parameters` (NAME,
+        VALUE) given its value (`--query`)."""
+        query = with_parameters(self.query, parameters)
+        return f"{self.path}?{query}" if query else self.path
+
     @property
-    def target(self) -> str:
-        """The path and query to send the request to again."""
-        return f"{self.path}?{self.query}" if self.query else self.path
+    def redacted_parameters(self) -> tuple[str, ...]:
+        """Query parameters whose values the recording redacted (`--query` gives them back)."""
+        return redacted_parameters(self.query)
 
 
 class Judged:
@@ -165,6 +172,26 @@ def _answer(directory: Path, attempt: int, leg: dict[str, Any]) -> Answer:
         ended=_text(leg, "ended", recordings.COMPLETE),
         content_encoding=encoding if isinstance(encoding, str) and encoding else None,
     )
+
+
+def with_parameters(query: str, parameters: Headers) -> str:
+    """`query` with each (NAME, VALUE) of `parameters` set: every parameter of that (decoded)
+    name takes the value in place, and a name the query lacks is added at the end. Values are
+    percent-encoded; every other byte of `query` stays as it was."""
+    if not parameters:
+        return query
+    values = dict(parameters)
+    pieces = query.split("&") if query else []
+    placed = set()
+    for index, piece in enumerate(pieces):
+        raw_name = piece.partition("=")[0]
+        name = unquote_plus(raw_name)
+        if name in values:
+            pieces[index] = f"{raw_name}={quote(values[name], safe='')}"
+            placed.add(name)
+    pieces += [f"{quote(name, safe='')}={quote(value, safe='')}"
+               for name, value in parameters if name not in placed]
+    return "&".join(pieces)
 
 
 def replayable_headers(recorded: Any, drop: frozenset[str] = frozenset()) -> tuple[Headers,

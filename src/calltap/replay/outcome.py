@@ -55,6 +55,9 @@ class Result(Judged):
                          " provider")
             notes.extend(f"the recording redacted {name}: pass --header '{name}: …'"
                          for name in self.recorded.client.redacted)
+            notes.extend(f"the recording redacted the query parameter {name}:"
+                         f" pass --query '{name}=…'"
+                         for name in self.recorded.client.redacted_parameters)
         return notes
 
     def as_json(self) -> dict[str, Any]:

@@ -48,6 +48,8 @@ class Settings:
     headers: Headers = ()
     """`--header` values: sent with every replayed client request, over any recorded one."""
     pace: Pace = "recorded"
+    query: Headers = ()
+    """`--query` values (NAME, VALUE): set in every replayed client request's query string."""
 
 
 async def replay_all(pairs: Iterable[Recorded], settings: Settings, log: TextIO) -> list[Result]:
@@ -79,7 +81,7 @@ async def _replay(recorded: Recorded, settings: Settings, cassette: CassetteProv
     player = cassette.play(recorded.cassette)
     request = recorded.client
     try:
-        status, request_id = await _send(client, f"{tap.front_url}{request.target}",
+        status, request_id = await _send(client, tap.front_url + request.target(settings.query),
                                          request.method, _headers(request.headers, settings),
                                          request.body)
     except (aiohttp.ClientError, TimeoutError) as error:
