@@ -222,8 +222,23 @@ def call_key(call: ToolCall) -> tuple[str, Hashable]:
     return call.name, arguments
 
 
-def _compare_calls(up: Choice, down: Choice, downstream: Transcript) -> list[Finding]:
-    index = down.index
+@dataclass(slots=True)
+class _CallMatch:
+    """How one choice's tool calls pair up across the legs, by their places in each list."""
+
+    pairs: list[tuple[int, int]]
+    """(upstream place, downstream place): same (name, arguments) first, then same name."""
+    changed: list[tuple[int, int]]
+    """The pairs by name only: the arguments changed on the way."""
+    dropped: list[int]
+    """Upstream calls with no downstream partner."""
+    added: list[int]
+    """Downstream calls with no upstream partner."""
+
+
+def _match_calls(up: Choice, down: Choice) -> _CallMatch:
+    """Pair calls with the same (name, decoded arguments) first, whatever their ids and
+    indexes; then, of those left, calls with the same name, in order."""
     unmatched: dict[tuple[str, Hashable], list[int]] = defaultdict(list)
     for order, call in enumerate(up.tool_calls):
         unmatched[call_key(call)].append(order)
@@ -235,68 +250,48 @@ def _compare_calls(up: Choice, down: Choice, downstream: Transcript) -> list[Fin
             pairs.append((candidates.pop(0), order))
         else:
             down_left.append(order)
-    up_left = sorted(order for orders in unmatched.values() for order in orders)
-
-    findings: list[Finding] = []
     by_name: dict[str, list[int]] = defaultdict(list)
-    for order in up_left:
+    for order in sorted(order for orders in unmatched.values() for order in orders):
         by_name[up.tool_calls[order].name].append(order)
+    changed: list[tuple[int, int]] = []
     added: list[int] = []
-    changed = 0
     for order in down_left:
-        call = down.tool_calls[order]
-        same_name = by_name.get(call.name)
+        same_name = by_name.get(down.tool_calls[order].name)
         if same_name:
-            paired = same_name.pop(0)
-            pairs.append((paired, order))
-            changed += 1
-            findings.append(
-                Finding(
-                    Code.TOOL_CALL_ARGUMENTS_CHANGED,
-                    "downstream",
-                    index,
-                    position=call.position,
-                    detail=f"{call.name}: {up.tool_calls[paired].arguments} -> {call.arguments}",
-                )
-            )
+            changed.append((same_name.pop(0), order))
         else:
             added.append(order)
     dropped = [order for orders in by_name.values() for order in orders]
-    if dropped:
-        names = ", ".join(up.tool_calls[order].name for order in sorted(dropped))
-        findings.append(
-            Finding(
-                Code.TOOL_CALLS_DROPPED,
-                "downstream",
-                index,
-                count=len(dropped),
-                position=down.finish_position or downstream.end_position,
-                detail=f"missing downstream: {names}",
-            )
-        )
-    if added:
-        names = ", ".join(down.tool_calls[order].name for order in added)
-        findings.append(
-            Finding(
-                Code.TOOL_CALLS_ADDED,
-                "downstream",
-                index,
-                count=len(added),
-                position=down.tool_calls[added[0]].position,
-                detail=f"only downstream: {names}",
-            )
-        )
-    if dropped or added or changed:
-        findings.append(
-            Finding(
-                Code.TOOL_CALL_SET_CHANGED,
-                "downstream",
-                index,
-                count=len(dropped) + len(added) + changed,
-                position=down.finish_position or downstream.end_position,
-            )
-        )
-    findings.extend(_cosmetic(up, down, pairs))
+    return _CallMatch(pairs + changed, changed, dropped, added)
+
+
+def _compare_calls(up: Choice, down: Choice, downstream: Transcript) -> list[Finding]:
+    match = _match_calls(up, down)
+    index = down.index
+    end = down.finish_position or downstream.end_position
+    findings = [
+        Finding(Code.TOOL_CALL_ARGUMENTS_CHANGED, "downstream", index,
+                position=down.tool_calls[d].position,
+                detail=f"{down.tool_calls[d].name}: {up.tool_calls[u].arguments}"
+                       f" -> {down.tool_calls[d].arguments}")
+        for u, d in match.changed
+    ]
+    if match.dropped:
+        names = ", ".join(up.tool_calls[order].name for order in sorted(match.dropped))
+        findings.append(Finding(Code.TOOL_CALLS_DROPPED, "downstream", index,
+                                count=len(match.dropped), position=end,
+                                detail=f"missing downstream: {names}"))
+    if match.added:
+        names = ", ".join(down.tool_calls[order].name for order in match.added)
+        findings.append(Finding(Code.TOOL_CALLS_ADDED, "downstream", index,
+                                count=len(match.added),
+                                position=down.tool_calls[match.added[0]].position,
+                                detail=f"only downstream: {names}"))
+    differences = len(match.dropped) + len(match.added) + len(match.changed)
+    if differences:
+        findings.append(Finding(Code.TOOL_CALL_SET_CHANGED, "downstream", index,
+                                count=differences, position=end))
+    findings.extend(_cosmetic(up, down, match.pairs))
     return findings
 
 
