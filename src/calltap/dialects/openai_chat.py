@@ -103,6 +103,9 @@ class _Call(PendingCall):
 
 
 class _Choice:
+    """One choice while its events are read: its text, its calls by index, and the findings
+    that count fragments without an index or calls at a gap."""
+
     __slots__ = ("calls", "choice", "index_gap", "index_missing", "latest", "text")
 
     def __init__(self, choice: Choice) -> None:
@@ -112,6 +115,36 @@ class _Choice:
         self.latest: _Call | None = None
         self.index_missing: Finding | None = None
         self.index_gap: Finding | None = None
+
+    def gap(self, index: int, position: Position, findings: list[Finding]) -> None:
+        """A call first seen at an index other than the next free place; one finding per choice
+        counts them."""
+        finding = self.index_gap
+        if finding is None:
+            expected = len(self.calls)
+            finding = self.index_gap = Finding(
+                Code.TOOL_CALL_INDEX_GAP,
+                choice=self.choice.index,
+                count=0,
+                position=position,
+                detail=f"index {index} first seen where {expected} was expected",
+            )
+            findings.append(finding)
+        finding.count = (finding.count or 0) + 1
+
+    def without_index(self, call_id: Any, event: Event, findings: list[Finding]) -> int:
+        """Where a streamed fragment without index goes; one finding per choice counts them."""
+        finding = self.index_missing
+        if finding is None:
+            finding = Finding(Code.TOOL_CALL_INDEX_MISSING, choice=self.choice.index, count=0)
+            finding.position = position_of(event)
+            self.index_missing = finding
+            findings.append(finding)
+        finding.count = (finding.count or 0) + 1
+        latest = self.latest
+        if latest is not None and (not call_id or call_id == latest.id):
+            return latest.index
+        return max(self.calls, default=-1) + 1
 
 
 class _Reducer(Reducer):
@@ -255,12 +288,13 @@ class _Reducer(Reducer):
         index = fragment.get("index")
         streamed_index = event is not None and index.__class__ is int
         if index.__class__ is not int:
-            index = order if event is None else self.without_index(state, call_id, event)
+            index = (order if event is None
+                     else state.without_index(call_id, event, self.transcript.findings))
         call = state.calls.get(index)
         if call is None:
             position = position_of(event)
             if streamed_index and index != len(state.calls):
-                self.index_gap(state, index, position)
+                state.gap(index, position, self.transcript.findings)
             call = state.calls[index] = _Call(index, call_id, function.get("name"), position)
             return call
         if call_id and call.id and call_id != call.id:
@@ -278,36 +312,6 @@ class _Reducer(Reducer):
         if not call.name and name.__class__ is str:
             call.name = name
         return call
-
-    def index_gap(self, state: _Choice, index: int, position: Position) -> None:
-        """A call first seen at an index other than the next free place; one finding per choice
-        counts them."""
-        finding = state.index_gap
-        if finding is None:
-            expected = len(state.calls)
-            finding = state.index_gap = Finding(
-                Code.TOOL_CALL_INDEX_GAP,
-                choice=state.choice.index,
-                count=0,
-                position=position,
-                detail=f"index {index} first seen where {expected} was expected",
-            )
-            self.transcript.findings.append(finding)
-        finding.count = (finding.count or 0) + 1
-
-    def without_index(self, state: _Choice, call_id: Any, event: Event) -> int:
-        """Where a streamed fragment without index goes; one finding per choice counts them."""
-        finding = state.index_missing
-        if finding is None:
-            finding = Finding(Code.TOOL_CALL_INDEX_MISSING, choice=state.choice.index, count=0)
-            finding.position = position_of(event)
-            state.index_missing = finding
-            self.transcript.findings.append(finding)
-        finding.count = (finding.count or 0) + 1
-        latest = state.latest
-        if latest is not None and (not call_id or call_id == latest.id):
-            return latest.index
-        return max(state.calls, default=-1) + 1
 
     def result(self) -> Transcript:
         transcript = self.transcript
