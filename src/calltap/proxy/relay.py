@@ -249,29 +249,33 @@ async def _stream(
 
 async def _pump(content: aiohttp.StreamReader, response: web.StreamResponse, leg: Leg,
                 sink: Sink | None) -> None:
-    """Each chunk as it arrives: to the sink, then to the client. Counts what reached the
-    client in `leg.bytes`; sets `leg.ended` when the upstream or the client broke off."""
+    """Each chunk as it arrives: to the sink, then to the client. Sets `leg.bytes` to what
+    reached the client, and `leg.ended` when the upstream or the client broke off."""
     record = sink.write if sink is not None else None
-    while True:
-        try:
-            chunk = await content.readany()
-        except TimeoutError:
-            leg.ended = TIMEOUT
-            return
-        except (aiohttp.ClientError, OSError) as exc:
-            leg.ended = UPSTREAM_RESET
-            leg.error = type(exc).__name__
-            return
-        if not chunk:
-            return
-        if record is not None:
-            record(chunk)
-        try:
-            await response.write(chunk)
-        except ConnectionError:
-            leg.ended = CLIENT_ABORTED
-            return
-        leg.bytes += len(chunk)
+    relayed = 0
+    try:
+        while True:
+            try:
+                chunk = await content.readany()
+            except TimeoutError:
+                leg.ended = TIMEOUT
+                return
+            except (aiohttp.ClientError, OSError) as exc:
+                leg.ended = UPSTREAM_RESET
+                leg.error = type(exc).__name__
+                return
+            if not chunk:
+                return
+            if record is not None:
+                record(chunk)
+            try:
+                await response.write(chunk)
+            except ConnectionError:
+                leg.ended = CLIENT_ABORTED
+                return
+            relayed += len(chunk)
+    finally:
+        leg.bytes = relayed
 
 
 async def _local_error(
