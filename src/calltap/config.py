@@ -21,6 +21,7 @@ from yarl import URL
 
 from calltap.dialects import COMPARED_PATHS
 from calltap.redact import BodyMasker
+from calltap.storage import BucketURL, is_bucket
 
 Address = tuple[str, int]
 
@@ -55,6 +56,19 @@ class Config:
     authentication and the recordings hold prompts and answers, so exposing them is a choice
     made explicitly (`--allow-remote`)."""
     recordings: Path = Path("recordings")
+    """The local tree captures are written to: the recordings themselves, or with a bucket the
+    spool they wait in until uploaded."""
+    bucket: str | None = None
+    """`s3://BUCKET[/PREFIX]` when `recordings` named one (set through `recordings`, never on
+    its own): finalized pairs are uploaded there from the spool."""
+    spool: Path = Path("recordings-spool")
+    """With a bucket, where captures wait (the on-disk layout, modes and quota of a local
+    tree) until every object of the pair is stored."""
+    keep: str = "all"
+    """`all`, or `diverged`: equal pairs are kept only at `keep_equal_sample`'s rate (diverged,
+    inconclusive, orphaned and defective ones always)."""
+    keep_equal_sample: float = 0.01
+    """With keep = diverged, the share of equal pairs kept, chosen by a hash of the request id."""
     compared_paths: tuple[str, ...] = COMPARED_PATHS
     """Request-path suffixes whose legs are paired and compared (by default every dialect's
     endpoints); everything else is only relayed."""
@@ -143,15 +157,21 @@ class Config:
             BodyMasker(self.mask_body_patterns)
         except (re.error, ValueError) as exc:
             raise ConfigError(f"mask_body_patterns: {exc}") from None
+        if self.keep not in KEEP_CHOICES:
+            raise ConfigError(f"keep must be one of {', '.join(KEEP_CHOICES)}, got {self.keep!r}")
+        if not 0.0 <= self.keep_equal_sample <= 1.0:
+            raise ConfigError(f"keep_equal_sample must be 0 to 1, got {self.keep_equal_sample}")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
         return self
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+KEEP_CHOICES = ("all", "diverged")
 MAX_NICENESS = 19
 MIN_HEADER_LINE = 1024
-FIELDS = {f.name: f for f in fields(Config)}
+FIELDS = {f.name: f for f in fields(Config) if f.name != "bucket"}
+"""The settings a file, the environment or a flag may name (`bucket` comes from `recordings`)."""
 ADDRESS_FIELDS = ("front", "back", "admin")
 DEFAULT_LISTENERS = {"front": DEFAULT_FRONT, "back": DEFAULT_BACK, "admin": DEFAULT_ADMIN}
 
@@ -240,10 +260,17 @@ def coerce(name: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{name}: expected a URL string, got {value!r}")
         return None if value.strip().lower() in ("", OFF) else parse_url(name, value)
-    if name == "recordings":
+    if name in ("recordings", "spool"):
         if not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"recordings: expected a directory path, got {value!r}")
+            raise ConfigError(f"{name}: expected a directory path, got {value!r}")
+        if name == "recordings" and is_bucket(value):
+            try:
+                return str(BucketURL.parse(value.strip()))
+            except ValueError as exc:
+                raise ConfigError(f"recordings: {exc}") from None
         return Path(value)
+    if name == "keep":
+        return str(value).strip().lower()
     if name in ("record_other", "allow_remote", "compare_when_idle"):
         return _parse_bool(name, value)
     if name in ("compared_paths", "redact_headers", "mask_body_patterns"):
@@ -299,6 +326,9 @@ def load_config(
     for name, needs in (("front", "gateway"), ("back", "provider")):
         if values.get(needs) is None and name not in flags:
             values[name] = None
+    if isinstance(values.get("recordings"), str):
+        values["bucket"] = values["recordings"]
+        values["recordings"] = values.get("spool", FIELDS["spool"].default)
     return replace(Config(), **values).validate()
 
 
@@ -313,7 +343,7 @@ def public_url(url: str | None) -> str | None:
 def describe(config: Config) -> dict[str, Any]:
     """The settings as JSON-ready values, for the startup log line."""
     out: dict[str, Any] = {}
-    for name in FIELDS:
+    for name in ("bucket", *FIELDS):
         value = getattr(config, name)
         if name in ("gateway", "provider"):
             value = public_url(value)

@@ -26,6 +26,12 @@ recordings hold prompts and answers, so an address such as 0.0.0.0 is refused (e
 line past max_header_line (16 KiB) or headers past max_header_bytes (64 KiB) get 431, each as
 an OpenAI-shaped JSON error from calltap; the upstream never receives such a request whole.
 
+With --recordings s3://BUCKET[/PREFIX] (N gateway replicas, one calltap beside each, one
+bucket), captures are written to the spool as to a local tree and each finalized pair is uploaded
+by a background uploader, bodies first and pair.json last; the store being down only grows the
+spool (then recording pauses at the quota). A bucket that does not exist or credentials it
+refuses exit 2 at start.
+
 SIGTERM or SIGINT: stop accepting, let streams in flight finish within the grace period, close
 every capture (pair.json says how each leg ended), exit 0.
 """
@@ -50,7 +56,13 @@ FLAGS = {
     "back": ("HOST:PORT", "listen for the gateway here (default 127.0.0.1:8701; 'off')"),
     "provider": ("URL", "the provider's base URL the back relays to"),
     "admin": ("HOST:PORT", "health and metrics listener (default 127.0.0.1:8702; 'off')"),
-    "recordings": ("DIR", "where captures are written (default ./recordings)"),
+    "recordings": ("DIR|s3://BUCKET[/PREFIX]",
+                   "where captures are kept (default ./recordings); with a bucket they wait in"
+                   " the spool and are uploaded once finalized (credentials from AWS_* variables)"),
+    "spool": ("DIR", "with a bucket: where captures wait until stored"
+              " (default ./recordings-spool)"),
+    "keep": ("all|diverged", "keep every pair (default), or only diverged, inconclusive, orphaned"
+             " and defective ones plus a keep_equal_sample share of the equal ones"),
     "grace": ("SECONDS", "how long in-flight streams may finish on shutdown (default 10)"),
 }
 

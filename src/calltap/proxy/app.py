@@ -54,12 +54,14 @@ from calltap.proxy.hooks import (
     merge_health,
 )
 from calltap.proxy.ids import accept_client_id, new_request_id, new_traceparent, parse_traceparent
+from calltap.proxy.keeping import Keeping
 from calltap.proxy.logs import make_logger
 from calltap.proxy.metrics import Metrics
 from calltap.proxy.outcomes import DivergenceLog
 from calltap.proxy.pairs import Pairs
 from calltap.proxy.recording import RecordingAddon
 from calltap.proxy.relay import Headers, Leg, Upstream, forwardable, relay
+from calltap.proxy.uploads import Uploads
 
 REQUEST_ID = "X-Request-ID"
 HOUSEKEEPING_INTERVAL = 1.0
@@ -81,8 +83,12 @@ class Calltap:
         self.comparisons = Comparisons(config, self.hooks, self.recording.recorder)
         self.pairs = Pairs(config, self.hooks)
         self.metrics = Metrics(lambda: self.pairs.pending)
+        self.keeping = Keeping(config, self.recording.recorder, self.metrics.registry)
         self.addons += [self.metrics, DivergenceLog(self.log), self.recording,
-                        self.comparisons, self.pairs]
+                        self.comparisons, self.pairs, self.keeping]
+        if config.bucket is not None:
+            self.addons.append(Uploads(config, self.recording.recorder, self.keeping, self.log,
+                                       self.metrics.registry))
         if config.admin is not None:
             self.admin: Admin | None = Admin(config.admin, self.health, self.metrics,
                                              protocol_options(config, self.log, "admin"))

@@ -8,6 +8,7 @@ the disk.
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,7 @@ def draft(recording: Recording, chosen: Leg | None, mode: Mode,
         legs["upstream_attempts"] = [leg_json(leg, redact_extra) for leg in recording.attempts]
     document: dict[str, Any] = {
         "request_id": recording.key,
+        "capture_id": secrets.token_hex(8),
         "pairing": recording.pairing,
         "attempts": len(recording.attempts),
         "orphaned": recording.orphan,

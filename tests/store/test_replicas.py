@@ -1,0 +1,53 @@
+"""Two gateway replicas, a calltap beside each, one bucket: every pair lands once, whole and
+compared, and two replicas given the same client request id never overwrite each other."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from tests.reliability.harness import streaming_provider
+from tests.store.replicas import bucket_pairs, pair_json, replica
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.s3_faults import FaultyStore
+
+PER_REPLICA = 12
+SHARED = 3
+
+
+async def test_two_replicas_one_bucket(s3: S3Server, store: FaultyStore, workdir: Path) -> None:
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/staging"
+    async with streaming_provider() as provider, \
+            replica(workdir, "a", provider, url) as a, replica(workdir, "b", provider, url) as b, \
+            aiohttp.ClientSession() as client:
+        keys = {name: [f"{name}-{i}" for i in range(PER_REPLICA)]
+                + [f"shared-{i}" for i in range(SHARED)] for name in ("a", "b")}
+        bodies = await asyncio.gather(*(
+            side.send(client, key) for name, side in (("a", a), ("b", b)) for key in keys[name]))
+        health = [await side.settled(client, PER_REPLICA + SHARED) for side in (a, b)]
+        assert not a.spooled() and not b.spooled()
+        logs = a.calltap.log_path.read_text() + b.calltap.log_path.read_text()
+    pairs = bucket_pairs(s3, bucket, "staging")
+    assert len(pairs) == 2 * (PER_REPLICA + SHARED)
+    by_key = {path.split("/")[1]: files for path, files in pairs.items()}
+    received = dict(zip([k for name in ("a", "b") for k in keys[name]], bodies, strict=True))
+    for key, body in received.items():
+        if key.startswith("shared-"):
+            continue
+        document = pair_json(by_key[key])
+        assert document["comparison"]["verdict"] == "equal"
+        assert by_key[key]["downstream.sse"] == body
+        assert "stored_as" not in document
+    for i in range(SHARED):
+        first, second = pair_json(by_key[f"shared-{i}"]), pair_json(by_key[f"shared-{i}+2"])
+        assert first["request_id"] == second["request_id"] == f"shared-{i}"
+        assert second["stored_as"] == f"shared-{i}+2" and "stored_as" not in first
+        assert first["capture_id"] != second["capture_id"]
+        assert {first["comparison"]["verdict"], second["comparison"]["verdict"]} == {"equal"}
+    everything = b"".join(data for files in pairs.values() for data in files.values())
+    seen = everything + logs.encode() + repr(health).encode()
+    assert SECRET_KEY.encode() not in seen and ACCESS_KEY.encode() not in seen
+    assert health[0]["store"]["url"] == url and health[0]["store"]["reachable"] is True
