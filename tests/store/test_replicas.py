@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
-
 from tests.reliability.harness import streaming_provider
 from tests.store.replicas import bucket_pairs, pair_json, replica
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server
