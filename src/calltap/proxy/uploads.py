@@ -139,8 +139,8 @@ class Uploads(Addon):
         day, key = directory.parent.name, directory.name
         capture_id = str(document.get("capture_id") or f"{day}/{key}")
         stored = await self._claim(day, key, capture_id)
-        for name, data in files.items():
-            await self.storage.put_new(f"{day}/{stored}/{name}", data)
+        await asyncio.gather(*(self.storage.put_new(f"{day}/{stored}/{name}", data)
+                               for name, data in files.items()))
         if stored != key:
             document["stored_as"] = stored
         pair_json = recordings.encode_pair(document)
