@@ -42,6 +42,7 @@ stopped on the way out, Ctrl-C included.
   .venv/bin/python bench/relay.py            # the full run, a few minutes on 2 cores
   .venv/bin/python bench/relay.py --quick    # the same measurements, fewer requests (< 1 min)
   .venv/bin/python bench/relay.py --requests 1600 --paced-rounds 4 --recordings /dev/shm
+  .venv/bin/python bench/relay.py --quick --bucket   # calltap uploading to a moto bucket
 """
 
 from __future__ import annotations
@@ -92,8 +93,11 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 class Fleet:
     """Every server the benchmark started; whatever happens, `stop_all` ends them all."""
 
-    def __init__(self, workdir: Path, env: dict[str, str], recordings: Path) -> None:
+    def __init__(self, workdir: Path, env: dict[str, str], recordings: Path,
+                 bucket: str | None = None) -> None:
         self.workdir = workdir
+        self.bucket = bucket
+        """`s3://…` when calltap uploads its pairs there (`recordings` is then its spool)."""
         self.recordings = recordings
         """Where calltap's recordings trees go (one per calltap instance, removed after)."""
         self.env = env
@@ -105,7 +109,8 @@ class Fleet:
         return server
 
     def calltap(self, gateway: str, provider: str, recordings: Path) -> Server:
-        server = launch_calltap(self.workdir, self.env, gateway, provider, recordings)
+        server = launch_calltap(self.workdir, self.env, gateway, provider, recordings,
+                                self.bucket)
         self.running.append(server)
         return server
 
@@ -284,10 +289,10 @@ async def paced(places: Places, plan: Plan, backlog: Backlog) -> None:
 
 
 async def measure(plan: Plan, workdir: Path, env: dict[str, str],
-                  recordings: Path) -> Results:
+                  recordings: Path, bucket: str | None = None) -> Results:
     """Both phases, each with its own provider and every topology up at once."""
     results = Results(workload(plan.text_events))
-    fleet = Fleet(workdir, env, recordings)
+    fleet = Fleet(workdir, env, recordings, bucket)
     events = ["--text-events", str(plan.text_events)]
     phases = (
         ("unpaced", events, unpaced),
@@ -337,6 +342,9 @@ def parse_args() -> tuple[Plan, str | None, Path]:
                         help="put calltap's recordings in a temporary directory under DIR"
                              " (default: the working directory; /dev/shm tells the disk's"
                              " cost from calltap's)")
+    parser.add_argument("--bucket", action="store_true",
+                        help="calltap uploads its pairs to a bucket of a moto S3 server on"
+                             " loopback (the recordings directory is then its spool)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="run the servers without GLIBC_TUNABLES=" + MALLOC_TUNABLES)
     args = parser.parse_args()
@@ -347,7 +355,7 @@ def parse_args() -> tuple[Plan, str | None, Path]:
     for name in ("concurrency", "paced_streams", "paced_rounds"):
         if getattr(args, name) is not None:
             plan = replace(plan, **{name: max(1, getattr(args, name))})
-    return plan, None if args.default_malloc else MALLOC_TUNABLES, args.recordings
+    return plan, None if args.default_malloc else MALLOC_TUNABLES, args.recordings, args.bucket
 
 
 def _terminate(_signum: int, _frame: object) -> None:
@@ -355,16 +363,25 @@ def _terminate(_signum: int, _frame: object) -> None:
 
 
 def main() -> int:
-    plan, malloc, recordings_under = parse_args()
+    plan, malloc, recordings_under, with_bucket = parse_args()
     env = server_env(malloc)
     signal.signal(signal.SIGTERM, _terminate)
     started = time.perf_counter()
     with (tempfile.TemporaryDirectory(prefix="calltap-relay-bench-") as workdir,
           tempfile.TemporaryDirectory(prefix=".calltap-relay-bench-",
-                                      dir=recordings_under) as recordings):
+                                      dir=recordings_under) as recordings,
+          ExitStack() as store):
         console.print(f"[dim]calltap records under {recordings} (removed at the end)[/dim]")
+        bucket = None
+        if with_bucket:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.support.s3 import s3_server  # the suite's moto server, from the repo
+            s3 = store.enter_context(s3_server(Path(workdir)))
+            env.update(s3.environ)
+            bucket = f"s3://{s3.bucket()}"
+            console.print(f"[dim]and uploads to {bucket} on {s3.url}[/dim]")
         try:
-            results = asyncio.run(measure(plan, Path(workdir), env, Path(recordings)))
+            results = asyncio.run(measure(plan, Path(workdir), env, Path(recordings), bucket))
         except KeyboardInterrupt:
             console.print("[bold red]interrupted[/]: every server stopped")
             return 130

@@ -185,9 +185,12 @@ def launch_fake(name: str, args: list[str], workdir: Path, env: dict[str, str]) 
 
 
 def launch_calltap(workdir: Path, env: dict[str, str], gateway: str, provider: str,
-                   recordings: Path) -> Server:
-    """`python -m calltap serve` with every listener on an ephemeral loopback port."""
+                   recordings: Path, bucket: str | None = None) -> Server:
+    """`python -m calltap serve` with every listener on an ephemeral loopback port; with a
+    `bucket`, `recordings` is its spool."""
     argv = [sys.executable, "-m", "calltap", "serve", "--front", "127.0.0.1:0",
             "--gateway", gateway, "--back", "127.0.0.1:0", "--provider", provider,
-            "--admin", "127.0.0.1:0", "--recordings", str(recordings)]
+            "--admin", "127.0.0.1:0"]
+    argv += (["--recordings", f"{bucket}/{recordings.name}", "--spool", str(recordings)]
+             if bucket else ["--recordings", str(recordings)])
     return launch("calltap", argv, workdir, env, ready_event="serve.started")

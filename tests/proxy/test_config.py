@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,3 +94,32 @@ def test_passwords_in_upstream_urls_never_reach_the_startup_line() -> None:
     described = describe(config)
     assert "s3cret-pw" not in str(described)
     assert described["provider"].startswith("https://user:")
+
+
+def test_a_bucket_url_sends_captures_to_the_spool() -> None:
+    config = load_config(None, {"provider": "http://x", "recordings": "s3://team-rec/staging/",
+                                "spool": "/var/spool/calltap"}, {})
+    assert config.bucket == "s3://team-rec/staging"
+    assert config.recordings == Path("/var/spool/calltap")
+    default = load_config(None, {"provider": "http://x"}, {"CALLTAP_RECORDINGS": "s3://team-rec"})
+    assert (default.bucket, default.recordings) == ("s3://team-rec", Path("recordings-spool"))
+    assert load_config(None, {"provider": "http://x"}, {}).bucket is None
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"recordings": "s3://AB"}, "recordings: 'AB' is not an S3 bucket name"),
+    ({"recordings": "s3://key:secret@bucket/p"}, "recordings: s3:// URLs take no credentials"),
+    ({"recordings": "s3://bucket/a/../b"}, "has an empty, '.' or '..' part"),
+    ({"keep": "some"}, "keep must be one of all, diverged"),
+    ({"keep_equal_sample": "1.5"}, "keep_equal_sample must be 0 to 1"),
+])
+def test_bad_store_settings(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, {"provider": "http://x", **settings}, {})
+
+
+def test_bucket_is_named_only_through_recordings(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('provider = "http://x"\nbucket = "s3://b1b"\n')
+    with pytest.raises(ConfigError, match="unknown key 'bucket'"):
+        load_config(path, {}, {})
