@@ -46,6 +46,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from calltap.bucket_copy import local_source
 from calltap.codes import Code
 from calltap.config import DEFAULT_BACK, ConfigError, parse_address, parse_url
 from calltap.replay.case import export
@@ -55,6 +56,7 @@ from calltap.replay.pacing import PACES
 from calltap.replay.selection import Selection, select
 from calltap.replay.session import Settings, replay_all
 from calltap.replay.summary import show
+from calltap.storage import StoreError
 
 EXIT_USAGE = 2
 LOG_NAME = "calltap.log"
@@ -67,8 +69,9 @@ class Usage(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pair_dir", metavar="PAIR_DIR", nargs="?", type=Path,
-                        help="a recorded pair's directory, or a recordings tree")
+    parser.add_argument("pair_dir", metavar="PAIR_DIR", nargs="?",
+                        help="a recorded pair's directory, or a recordings tree; or"
+                             " s3://BUCKET/PREFIX/<day>/<id> (or the bucket) for one in a bucket")
     parser.add_argument("--case", metavar="DIR", type=Path,
                         help="run an exported regression case (or a folder of cases)")
     gateway = parser.add_mutually_exclusive_group()
@@ -123,7 +126,12 @@ def _selection(args: argparse.Namespace) -> Selection:
     for code in args.code:
         if code not in Code.__members__:
             raise Usage(f"--code: unknown finding code {code!r}")
-    return select(args.pair_dir or args.case, args.code)
+    if args.case is not None:
+        return select(args.case, args.code)
+    try:
+        return select(local_source(args.pair_dir), args.code)
+    except (StoreError, ValueError) as error:
+        raise Usage(f"cannot read '{args.pair_dir}': {error}") from None
 
 
 def _settings(args: argparse.Namespace) -> Settings:

@@ -29,7 +29,9 @@ import shutil
 from pathlib import Path
 
 from calltap import recordings
+from calltap.bucket_copy import local_source
 from calltap.commands.check import UnreadableCapture, read_capture, usage_error
+from calltap.storage import StoreError
 from calltap.view import static_report
 from calltap.view.pages import build_page
 from calltap.view.source import read_recorded
@@ -38,7 +40,8 @@ from calltap.view.static_report import Entry
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE", nargs="+",
-                        help="a recordings tree, a pair directory, or UPSTREAM DOWNSTREAM files")
+                        help="a recordings tree, a pair directory, s3://BUCKET[/PREFIX][/DAY/ID],"
+                             " or UPSTREAM DOWNSTREAM files")
     parser.add_argument("-o", "--output", metavar="OUT", required=True, type=Path,
                         help="the report directory to create (must not exist)")
     parser.add_argument("--redact", action="store_true",
@@ -46,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    sources = [Path(source) for source in args.source]
+    try:
+        sources = [local_source(source) for source in args.source]
+    except (StoreError, ValueError) as error:
+        return usage_error("report", f"cannot read '{args.source[0]}': {error}")
     if len(sources) > 2:
         return usage_error("report", "SOURCE: one directory, or two capture files")
     if args.output.exists() or args.output.is_symlink():

@@ -27,23 +27,28 @@ from rich.console import Console
 from rich.table import Table
 
 from calltap import recordings
+from calltap.bucket_copy import local_source
 from calltap.commands.check import EXIT_CODES, print_json, usage_error
 from calltap.compare import check_capture, compare_captures
 from calltap.report import VERDICT_STYLES
+from calltap.storage import StoreError
 from calltap.transcript import Capture
 
 FINE = frozenset({"equal", "clean"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", help="a recordings tree (or one day of it)")
+    parser.add_argument("directory", metavar="DIR", help="a recordings tree (or one day of it), or s3://BUCKET[/PREFIX]")
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    root = Path(args.directory)
+    try:
+        root = local_source(args.directory)
+    except (StoreError, ValueError) as error:
+        return usage_error("scan", f"cannot read '{args.directory}': {error}")
     if not root.is_dir():
         reason = "no such directory" if not root.exists() else "not a directory"
         return usage_error("scan", f"cannot read '{root}': {reason}")

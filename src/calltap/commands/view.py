@@ -19,19 +19,23 @@ exit codes: 0 stopped, 2 usage error (no such directory, bad address, remote wit
 examples:
   calltap view                                # ./recordings on http://127.0.0.1:8703/
   calltap view demo-recordings --listen 127.0.0.1:9000
+  calltap view s3://team-recordings/staging   # every replica's pairs in one bucket
   CALLTAP_VIEW_TOKEN=$(openssl rand -hex 16) calltap view --listen 0.0.0.0:8703 --allow-remote
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
 
 from aiohttp import web
 
+from calltap.bucket_copy import BucketCopy, default_copy_location
 from calltap.commands.check import usage_error
+from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.view.guard import TOKEN_VARIABLE, Access, is_loopback
 from calltap.view.server import ViewSettings, standalone
 
@@ -40,7 +44,8 @@ DEFAULT_LISTEN = "127.0.0.1:8703"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR", nargs="?", default="recordings",
-                        help="the recordings tree (default: recordings)")
+                        help="the recordings tree (default: recordings), or s3://BUCKET[/PREFIX]"
+                             " (every replica's pairs; credentials from the AWS_* variables)")
     parser.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
                         help=f"where to serve the view (default {DEFAULT_LISTEN})")
     parser.add_argument("--allow-remote", action="store_true",
@@ -50,7 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = Path(args.directory)
+    copy = None
+    if is_bucket(args.directory):
+        try:
+            url = str(BucketURL.parse(args.directory))
+            copy = BucketCopy(url, default_copy_location(url))
+            asyncio.run(copy.storage.check())
+        except (StoreError, ValueError) as error:
+            return usage_error("view", f"cannot read '{args.directory}': {error}")
+    root = copy.root if copy is not None else Path(args.directory)
     if not root.is_dir():
         reason = "no such directory" if not root.exists() else "not a directory"
         return usage_error("view", f"cannot read '{root}': {reason}")
@@ -65,12 +78,12 @@ def run(args: argparse.Namespace) -> int:
     if args.allow_remote and token is None:
         return usage_error("view", f"--allow-remote needs a token in {TOKEN_VARIABLE}")
     settings = ViewSettings(root, access=Access(remote=args.allow_remote, token=token),
-                            index_path=args.index)
+                            index_path=args.index, bucket=copy)
     shown = f"[{host}]" if ":" in host else host
     try:
         web.run_app(standalone(settings), host=host, port=int(port), access_log=None,
                     print=lambda _text: print(f"calltap view: http://{shown}:{port}/ "
-                                              f"({root})", flush=True),
+                                              f"({args.directory})", flush=True),
                     shutdown_timeout=1.0, handler_cancellation=True)
     except OSError as error:
         return usage_error("view", f"cannot listen on {args.listen}: {error.strerror or error}")

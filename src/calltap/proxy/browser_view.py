@@ -14,4 +14,5 @@ class BrowserView(Addon):
     """With `allow_remote`, every request to the view needs the `CALLTAP_VIEW_TOKEN` token."""
 
     def __init__(self, admin: Admin, config: Config) -> None:
-        mount(admin.app, config.recordings, allow_remote=config.allow_remote)
+        mount(admin.app, config.recordings, allow_remote=config.allow_remote,
+              bucket=config.bucket)

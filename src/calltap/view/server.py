@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from calltap.bucket_copy import BucketCopy, default_copy_location
 from calltap.view import api, pages_http
 from calltap.view.guard import TOKEN_VARIABLE, Access, guard, secure_headers
 from calltap.view.state import PREFIX, STATE, ViewSettings, ViewState
@@ -58,13 +59,17 @@ def standalone(settings: ViewSettings) -> web.Application:
     return app
 
 
-def mount(admin: web.Application, recordings_root: Path, *, allow_remote: bool) -> None:
+def mount(admin: web.Application, recordings_root: Path, *, allow_remote: bool,
+          bucket: str | None = None) -> None:
     """Add the view at `/ui/` and the API at `/api/` to `calltap serve`'s admin application.
     With `allow_remote`, every request to them needs the token of CALLTAP_VIEW_TOKEN (and none
-    is answered without one set)."""
+    is answered without one set). With a `bucket` the view shows every replica's pairs there
+    (from its local copy), not this proxy's spool."""
     token = os.environ.get(TOKEN_VARIABLE) or None
     access = Access(remote=allow_remote, token=token)
-    state = ViewState(ViewSettings(recordings_root, access=access))
+    copy = BucketCopy(bucket, default_copy_location(bucket)) if bucket is not None else None
+    state = ViewState(ViewSettings(copy.root if copy is not None else recordings_root,
+                                   access=access, bucket=copy))
     admin.add_subapp("/ui/", view_app(state, "/ui/"))
     admin.add_subapp("/api/", api_app(state))
 

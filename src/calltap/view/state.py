@@ -4,6 +4,7 @@ used from."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,8 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from calltap.bucket_copy import BucketCopy
+from calltap.storage import StoreError
 from calltap.view.guard import Access
 from calltap.view.index import PairIndex, default_location
 
@@ -31,6 +34,8 @@ class ViewSettings:
     """The SQLite file; None for the user's cache directory, ":memory:" for none on disk."""
     upload_limit: int = UPLOAD_LIMIT
     page_size: int = 50
+    bucket: BucketCopy | None = None
+    """When the view shows a bucket: its local copy (at `root`), synced before each refresh."""
 
 
 class ViewState:
@@ -68,6 +73,9 @@ class ViewState:
         async with self._refreshing:
             if not force and loop.time() - self._refreshed_at < REFRESH_INTERVAL:
                 return
+            if self.settings.bucket is not None:
+                with contextlib.suppress(StoreError):
+                    await self.settings.bucket.sync()
             await self.run(PairIndex.refresh)
             self._refreshed_at = loop.time()
 

@@ -1,0 +1,130 @@
+"""Every reader on a bucket as on a directory: the demo's pairs uploaded to a real S3 API server
+(moto on loopback), then `calltap scan`, `report`, `replay --export` and `view` given the
+`s3://` URL, the view in the system Chromium; a pair uploaded later shows up without a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import view
+from tests.support.s3 import S3Server, s3_server
+
+from calltap import recordings
+
+CALLTAP = [sys.executable, "-m", "calltap"]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with s3_server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
+def upload(s3: S3Server, bucket: str, prefix: str, directory: Path, key: str) -> None:
+    """One pair's files under `prefix/<day>/<key>/`, pair.json last, as calltap uploads."""
+    client = s3.client()
+    names = sorted(p.name for p in directory.iterdir() if p.name != recordings.PAIR_JSON)
+    for name in [*names, recordings.PAIR_JSON]:
+        client.put_object(Bucket=bucket, Key=f"{prefix}/{directory.parent.name}/{key}/{name}",
+                          Body=(directory / name).read_bytes())
+
+
+@pytest.fixture
+def bucket(s3: S3Server, demo_tree: Path) -> tuple[str, list[Path]]:
+    name = s3.bucket()
+    pairs = recordings.capture_directories(demo_tree)
+    for directory in pairs:
+        upload(s3, name, "staging", directory, directory.name)
+    return f"s3://{name}/staging", pairs
+
+
+@pytest.fixture
+def env(s3: S3Server, tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, **s3.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+def calltap(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CALLTAP, *args], capture_output=True, text=True, env=env,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_scan_counts_a_bucket_as_its_tree(bucket: tuple[str, list[Path]], demo_tree: Path,
+                                          env: dict[str, str]) -> None:
+    url, _ = bucket
+    on_disk = calltap(env, "scan", str(demo_tree), "--json")
+    in_bucket = calltap(env, "scan", url, "--json")
+    assert in_bucket.returncode == on_disk.returncode
+    disk, remote = json.loads(on_disk.stdout), json.loads(in_bucket.stdout)
+    assert {k: v for k, v in remote.items() if k != "root"} == \
+        {k: v for k, v in disk.items() if k != "root"}
+
+
+def test_report_and_replay_export_read_the_bucket(bucket: tuple[str, list[Path]],
+                                                  env: dict[str, str], tmp_path: Path) -> None:
+    url, pairs = bucket
+    report = calltap(env, "report", url, "-o", str(tmp_path / "report"))
+    assert report.returncode == 1, report.stderr
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert len(results["pairs"] if isinstance(results, dict) else results) == len(pairs)
+    dropped = next(d for d in pairs
+                   if "TOOL_CALLS_DROPPED" in (d / recordings.PAIR_JSON).read_text())
+    pair_url = f"{url}/{dropped.parent.name}/{dropped.name}"
+    exported = calltap(env, "replay", pair_url, "--export", str(tmp_path / "case"))
+    assert exported.returncode == 0, exported.stderr
+    case_pair = json.loads((tmp_path / "case" / recordings.PAIR_JSON).read_text())
+    assert case_pair["request_id"] == dropped.name
+
+
+def test_a_missing_bucket_or_pair_is_a_usage_error(env: dict[str, str], tmp_path: Path,
+                                                   bucket: tuple[str, list[Path]]) -> None:
+    missing = calltap(env, "scan", "s3://calltap-no-such-bucket")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == ("calltap scan: cannot read 's3://calltap-no-such-bucket':"
+                                      " NoSuchBucket")
+    no_pair = calltap(env, "replay", f"{bucket[0]}/2020-01-01/nothing", "--export",
+                      str(tmp_path / "case"))
+    assert no_pair.returncode == 2 and "no pair.json at" in no_pair.stderr
+    assert not (tmp_path / "case").exists()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    yield context.new_page()
+    context.close()
+
+
+def list_rows(base: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(base + "api/pairs?limit=500", timeout=10) as reply:
+        answer = json.loads(reply.read())
+    return answer["pairs"] if isinstance(answer, dict) else answer
+
+
+def test_view_lists_the_bucket_and_follows_it(page: Any, s3: S3Server,
+                                              bucket: tuple[str, list[Path]],
+                                              env: dict[str, str], tmp_path: Path) -> None:
+    url, pairs = bucket
+    with view(url, tmp_path, env=env) as base:  # type: ignore[arg-type]
+        page.goto(base)
+        rows = page.locator("tr.pair")
+        assert rows.count() == len(pairs)
+        shown = set(rows.all_inner_texts())
+        assert all(any(d.name in row for row in shown) for d in pairs)
+        late = pairs[0]
+        name, bucket_name = "late-upload-1", url.removeprefix("s3://").split("/")[0]
+        upload(s3, bucket_name, "staging", late, name)
+        deadline = time.monotonic() + 30
+        while not any(name in json.dumps(row) for row in list_rows(base)):
+            assert time.monotonic() < deadline, "the late pair never showed"
+            time.sleep(0.5)
+        page.goto(base)
+        assert page.locator("tr.pair").count() == len(pairs) + 1
