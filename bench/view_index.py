@@ -6,13 +6,17 @@ and a client request as the proxy writes them (no response bodies: the list neve
 serves `calltap view`'s application on loopback in this process, and times each request from
 sending it to the first byte of the answer. Prints the figures; it is not a test.
 
-usage: python bench/view_index.py [--pairs N] [--tree DIR] [--keep]
+With --bucket the tree is uploaded to a moto S3 server on loopback and the view follows the
+bucket (its local copy and index built from nothing, then warm, then after a restart).
+
+usage: python bench/view_index.py [--pairs N] [--tree DIR] [--keep] [--bucket]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -26,6 +30,8 @@ import aiohttp
 from aiohttp import web
 
 from calltap import recordings
+from calltap.bucket_copy import BucketCopy
+from calltap.storage import Storage
 from calltap.view.server import ViewSettings, standalone
 from calltap.view.state import REFRESH_INTERVAL
 
@@ -76,9 +82,11 @@ async def first_byte(session: aiohttp.ClientSession, url: str) -> float:
 
 
 @asynccontextmanager
-async def serving(root: Path, index: Path) -> AsyncIterator[str]:
+async def serving(root: Path, index: Path,
+                  bucket: BucketCopy | None = None) -> AsyncIterator[str]:
     """`calltap view`'s application on a loopback port; yields its base URL."""
-    runner = web.AppRunner(standalone(ViewSettings(root, index_path=index)), access_log=None)
+    settings = ViewSettings(bucket.root if bucket else root, index_path=index, bucket=bucket)
+    runner = web.AppRunner(standalone(settings), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     host, port = runner.addresses[0][:2]
@@ -113,6 +121,38 @@ async def measure(root: Path, index: Path) -> dict[str, object]:
     return figures
 
 
+async def upload_tree(root: Path, url: str) -> None:
+    """Every file of the generated tree into the bucket, pair.json after the request body."""
+    storage = Storage(url)
+    semaphore = asyncio.Semaphore(32)
+
+    async def put(path: Path) -> None:
+        async with semaphore:
+            await storage.put_new(str(path.relative_to(root)), path.read_bytes())
+    for day in sorted(root.iterdir()):
+        await asyncio.gather(*(put(p) for p in day.glob("*/downstream.request")))
+        await asyncio.gather(*(put(p) for p in day.glob("*/pair.json")))
+
+
+async def measure_bucket(url: str, copy: Path, index: Path) -> dict[str, object]:
+    """The list page on the bucket: cold (the copy and the index built from nothing), warm,
+    and after a restart (copy and index on disk, the listing resumed after its cursor)."""
+    figures: dict[str, object] = {}
+    async with serving(copy, index, BucketCopy(url, copy)) as base, \
+            aiohttp.ClientSession() as session:
+        figures["cold first byte (bucket copied, index built)"] = await first_byte(
+            session, base + "/")
+        runs = []
+        for _ in range(WARM_RUNS):
+            await asyncio.sleep(REFRESH_INTERVAL)
+            runs.append(await first_byte(session, base + "/"))
+        figures["warm list"] = runs
+    async with serving(copy, index, BucketCopy(url, copy)) as base, \
+            aiohttp.ClientSession() as session:
+        figures["first byte after a restart"] = await first_byte(session, base + "/")
+    return figures
+
+
 def show(figures: dict[str, object]) -> None:
     for name, value in figures.items():
         if isinstance(value, list):
@@ -127,6 +167,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--tree", type=Path, help="generate here (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the generated tree")
+    parser.add_argument("--bucket", action="store_true",
+                        help="upload the tree to a moto S3 server on loopback and view the bucket")
     args = parser.parse_args()
     work = args.tree or Path(tempfile.mkdtemp(prefix="calltap-view-bench-"))
     root = work / "recordings"
@@ -138,6 +180,9 @@ def main() -> int:
                   file=sys.stderr)
         index = work / "index.sqlite"
         index.unlink(missing_ok=True)
+        if args.bucket:
+            view_bucket(work, root, index, args.pairs)
+            return 0
         print(f"calltap view on {args.pairs} pairs ({DAYS} days):")
         show(asyncio.run(measure(root, index)))
         restarted = asyncio.run(measure_restart(root, index))
@@ -146,6 +191,21 @@ def main() -> int:
         if not args.keep and args.tree is None:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def view_bucket(work: Path, root: Path, index: Path, pairs: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.support.s3 import s3_server  # the suite's moto server, from the repo
+
+    with s3_server(work) as s3:
+        os.environ.update(s3.environ)
+        url = f"s3://{s3.bucket()}/staging"
+        started = time.perf_counter()
+        asyncio.run(upload_tree(root, url))
+        print(f"uploaded {pairs} pairs in {time.perf_counter() - started:.1f} s",
+              file=sys.stderr)
+        print(f"calltap view on {pairs} pairs in a bucket ({DAYS} days):")
+        show(asyncio.run(measure_bucket(url, work / "copy", index)))
 
 
 async def measure_restart(root: Path, index: Path) -> float:
