@@ -320,17 +320,17 @@ def _add_delta(reply: Reply, delta: Any) -> None:
 
 
 @asynccontextmanager
-async def open_stack(name: str, directory: Path, *,
-                     forward_headers: bool) -> AsyncIterator[Stack]:
-    """Start the fake provider, calltap (recording `/v1/models` too) and LiteLLM; stop them in
-    reverse order."""
+async def open_stack(name: str, directory: Path, *, forward_headers: bool,
+                     bucket: str | None = None) -> AsyncIterator[Stack]:
+    """Start the fake provider, calltap (recording `/v1/models` too; uploading to `bucket` from
+    a spool when given) and LiteLLM; stop them in reverse order."""
     port = free_port()
     log = LogLines()
     async with FakeProvider() as provider:
         config = Config(front=("127.0.0.1", 0), gateway=f"http://127.0.0.1:{port}",
                         back=("127.0.0.1", 0), provider=provider.url, admin=("127.0.0.1", 0),
                         recordings=directory / "recordings", compare_workers=1,
-                        record_other=True)
+                        record_other=True, bucket=bucket)
         async with Calltap(config, log_stream=log) as tap:
             assert tap.back_url is not None and tap.front_url is not None
             litellm = await start_litellm(directory, port,
