@@ -185,5 +185,5 @@ def _store_error(error: BaseException) -> StoreError:
         word in text for word in REFUSALS)
     code = next((word for word in REFUSALS if word in text), None)
     status = re.search(r"status code: ([0-9]{3}[^:<]*)", text)
-    summary = code or (status.group(1).strip() if status else type(error).__name__)
+    summary = code or (status.group(1).strip() if status else "store unreachable or not answering")
     return StoreError(summary, refused=refused)

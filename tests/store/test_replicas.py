@@ -4,12 +4,17 @@ compared, and two replicas given the same client request id never overwrite each
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import aiohttp
 from tests.reliability.harness import streaming_provider
 from tests.store.replicas import bucket_pairs, pair_json, replica
-from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server, free_port
 from tests.support.s3_faults import FaultyStore
 
 PER_REPLICA = 12
@@ -50,3 +55,27 @@ async def test_two_replicas_one_bucket(s3: S3Server, store: FaultyStore, workdir
     seen = everything + logs.encode() + repr(health).encode()
     assert SECRET_KEY.encode() not in seen and ACCESS_KEY.encode() not in seen
     assert health[0]["store"]["url"] == url and health[0]["store"]["reachable"] is True
+    readers_see_every_replica(url, s3.url, workdir, len(pairs))
+
+
+def readers_see_every_replica(url: str, endpoint: str, workdir: Path, count: int) -> None:
+    """`calltap scan` and `calltap view` on the bucket count both replicas' pairs (from the
+    store itself: this test's loop, which runs the faulty relay, waits on them)."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "XDG_CACHE_HOME": str(workdir / "cache")}
+    scan = subprocess.run([sys.executable, "-m", "calltap", "scan", url, "--json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert scan.returncode == 0, scan.stderr
+    summary = json.loads(scan.stdout)
+    assert summary["captures"] == count and summary["verdicts"] == {"equal": count}
+    port = free_port()
+    with subprocess.Popen([sys.executable, "-m", "calltap", "view", url, "--listen",
+                           f"127.0.0.1:{port}", "--index", str(workdir / "index.sqlite")],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as view:
+        try:
+            assert view.stdout is not None and view.stdout.readline()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/pairs?limit=200",
+                                        timeout=60) as reply:
+                listed = json.loads(reply.read())
+            assert len(listed["pairs"]) == count
+        finally:
+            view.terminate()
