@@ -22,6 +22,9 @@ from pathlib import Path
 from calltap import recordings
 from calltap.storage import BucketURL, Storage
 
+SYNC_INTERVAL = 5.0
+"""Seconds between two listings of the bucket: the view refreshes its index every second, and a
+store bills (and on some servers walks) every listing."""
 RELIST_INTERVAL = 60.0
 COPIES_AT_ONCE = 16
 CURSOR = ".bucket-cursor"
@@ -44,9 +47,14 @@ class BucketCopy:
         self._cursor_file = root / CURSOR
         self.cursor = self._cursor_file.read_text() if self._cursor_file.is_file() else None
         self._relisted_at = float("-inf")
+        self._synced_at = float("-inf")
 
-    async def sync(self) -> int:
-        """Copy what is new in the bucket; the pairs copied."""
+    async def sync(self, *, force: bool = False) -> int:
+        """Copy what is new in the bucket (at most once every SYNC_INTERVAL unless `force`);
+        the pairs copied."""
+        if not force and time.monotonic() - self._synced_at < SYNC_INTERVAL:
+            return 0
+        self._synced_at = time.monotonic()
         keys = [key async for page in self.storage.keys_after(self.cursor) for key in page]
         copied, cursor = await self._copy_whole(keys)
         if cursor is not None and cursor != self.cursor:
@@ -150,4 +158,4 @@ def local_source(source: str) -> Path:
 
 async def _checked_sync(copy: BucketCopy) -> None:
     await copy.storage.check()
-    await copy.sync()
+    await copy.sync(force=True)
