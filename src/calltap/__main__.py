@@ -1,5 +1,5 @@
 """`python -m calltap` runs the same CLI as the `calltap` console script."""
 
-from calltap.cli import main
+from calltap.cli import entry
 
-raise SystemExit(main())
+entry()

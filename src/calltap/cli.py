@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 
 from calltap import __version__
@@ -70,3 +72,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     return int(args.run(args))
+
+
+def entry() -> None:
+    """The process's entry point (the console script, `python -m calltap`): `main`, then exit.
+
+    A command that used a bucket leaves obstore's runtime threads behind, and one of them may
+    still be handing a finished request back to Python; on Python 3.11 a thread that waits for
+    the interpreter while it is being torn down aborts the whole process (SIGABRT instead of the
+    command's exit code). So such a process flushes what it wrote and ends without tearing the
+    interpreter down; every command has closed its files and servers by the time `main` returns.
+    """
+    code = main()
+    storage = sys.modules.get("calltap.storage")
+    if storage is None or not storage.opened():
+        raise SystemExit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

@@ -87,6 +87,8 @@ class Storage:
     """
 
     def __init__(self, location: str | Path, *, retries: int = 3) -> None:
+        global _opened
+        _opened = True
         self.location = str(location)
         if is_bucket(location):
             url = BucketURL.parse(str(location))
@@ -149,6 +151,16 @@ class Storage:
         except BaseError as error:
             raise _store_error(error) from None
 
+    async def folders(self, prefix: str | None = None) -> list[str]:
+        """The names one level below `prefix` (the days of a tree), in key order."""
+        try:
+            listed = await obstore.list_with_delimiter_async(self.store, prefix=prefix)
+        except FileNotFoundError:
+            return []
+        except BaseError as error:
+            raise _store_error(error) from None
+        return sorted(name.rstrip("/").rsplit("/", 1)[-1] for name in listed["common_prefixes"])
+
     # -- blocking ------------------------------------------------------------------------------
 
     def read_now(self, key: str) -> bytes | None:
@@ -169,6 +181,15 @@ class Storage:
             return
         except BaseError as error:
             raise _store_error(error) from None
+
+
+_opened = False
+
+
+def opened() -> bool:
+    """Whether this process has opened a store, and so runs obstore's threads (see
+    `calltap.cli.entry`)."""
+    return _opened
 
 
 def _plain_http() -> bool:
