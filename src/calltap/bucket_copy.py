@@ -1,23 +1,38 @@
 """A bucket's pairs brought into a local recordings tree, so that every reader (the view's index,
 `scan`, `report`, `replay`) reads a bucket as it reads a directory.
 
-`BucketCopy.sync()` lists the bucket's keys after the last one it has seen (keys sort by day and by
-time-sortable id) and copies each pair that listing finds whole: pair.json is uploaded last, so a
-pair whose pair.json is not listed yet is left for the next sync, and the cursor stays before it.
-Client-given request ids do not sort by time, and a pair uploaded late (a store that was down) can
-land behind the cursor, so every `RELIST_INTERVAL` the newest day is listed again from its start
-and what is missing is copied. pair.json is written last locally too, so the index never reads a
-pair half copied. Files are 0600 in directories 0700, as calltap writes a tree.
+The first sync of an empty copy fills it newest day first, each day's pairs newest first, so the
+view's first page (the newest pairs) is there while older days are still being copied; the view
+runs that fill in the background (`follow`) and says how far it got. After it, `sync()` lists the
+bucket's keys after the last one it has seen (keys sort by day and by time-sortable id) and copies
+each pair that listing finds whole: pair.json is uploaded last, so a pair whose pair.json is not
+listed yet is left for the next sync, and the cursor stays before it. Client-given request ids do
+not sort by time, and a pair uploaded late (a store that was down) can land behind the cursor, so
+every `RELIST_INTERVAL` the newest day is listed again from its start and what is missing is
+copied.
+
+The view copies, of each pair, pair.json and the client's request (what its list reads: the model
+comes from the request) and fetches the other files when the pair is opened (`complete`); until
+then the directory holds `BODIES_PENDING`, the names still in the bucket. Its first page waits
+for the newest `FIRST_PAGE` pairs (or `FIRST_PAGE_WAIT` seconds), not for the whole bucket. The
+commands copy whole pairs. pair.json is written after every other file a copy brings, so a
+reader never finds a pair half copied. Files are 0600 in directories 0700, as calltap writes a
+tree.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
+
+import orjson
 
 from calltap import recordings
 from calltap.storage import BucketURL, Storage
@@ -28,6 +43,14 @@ store bills (and on some servers walks) every listing."""
 RELIST_INTERVAL = 60.0
 COPIES_AT_ONCE = 16
 CURSOR = ".bucket-cursor"
+BODIES_PENDING = ".bodies-pending"
+"""In a pair copied without its response bodies: their names, as a JSON list."""
+FIRST_PAGE = 50
+"""The pairs the view's first page lists: the first fill is waited for until it has these."""
+FIRST_PAGE_WAIT = 10.0
+LISTED_FIRST = (recordings.request_name("downstream"), recordings.request_name("upstream"))
+"""The request the list's model comes from: the downstream leg's, else the upstream leg's."""
+T = TypeVar("T")
 
 
 def default_copy_location(url: str) -> Path:
@@ -48,35 +71,99 @@ class BucketCopy:
         self.cursor = self._cursor_file.read_text() if self._cursor_file.is_file() else None
         self._relisted_at = float("-inf")
         self._synced_at = float("-inf")
+        self._filling: asyncio.Task[int] | None = None
+        self._first_page = asyncio.Event()
+        self._unplanned = 0
+        """Of the first fill's newest FIRST_PAGE pairs, those not handed to a copy yet."""
+        self._leading: set[str] = set()
+        """Of those, the ones handed to a copy and not copied yet."""
+        self.days_to_fill = 0
+        """While the first fill runs: the days not copied yet."""
 
-    async def sync(self, *, force: bool = False) -> int:
-        """Copy what is new in the bucket (at most once every SYNC_INTERVAL unless `force`);
-        the pairs copied."""
+    @property
+    def filling(self) -> bool:
+        """Whether the first fill of the copy is running in the background."""
+        return self._filling is not None and not self._filling.done()
+
+    async def follow(self) -> None:
+        """What the view calls before each refresh: on an empty copy, the first fill started in
+        the background and waited for until it has the newest page of pairs (the view serves
+        what is copied so far while older ones arrive); later a sync without response bodies."""
+        if self._filling is not None:
+            if not self._filling.done():
+                return
+            ended, self._filling = self._filling, None
+            if not ended.cancelled():
+                ended.exception()  # a fill the store cut short starts again below
+        if self.cursor is None:
+            self._unplanned, self._leading = FIRST_PAGE, set()
+            self._filling = asyncio.get_running_loop().create_task(self.sync(bodies=False))
+            page = asyncio.get_running_loop().create_task(self._first_page.wait())
+            await asyncio.wait((self._filling, page), timeout=FIRST_PAGE_WAIT,
+                               return_when=asyncio.FIRST_COMPLETED)
+            page.cancel()
+            return
+        await self.sync(bodies=False)
+
+    async def close(self) -> None:
+        if self._filling is not None:
+            self._filling.cancel()
+            with contextlib.suppress(BaseException):
+                await self._filling
+
+    async def sync(self, *, force: bool = False, bodies: bool = True) -> int:
+        """Copy what is new in the bucket (at most once every SYNC_INTERVAL unless `force`),
+        with the response bodies or not; the pairs copied. With `bodies`, the pairs an earlier
+        sync copied without theirs are completed too."""
         if not force and time.monotonic() - self._synced_at < SYNC_INTERVAL:
             return 0
         self._synced_at = time.monotonic()
-        keys = [key async for page in self.storage.keys_after(self.cursor) for key in page]
-        copied, cursor = await self._copy_whole(keys)
+        if self.cursor is None:
+            copied = await self._fill(bodies)
+        else:
+            keys = [key async for page in self.storage.keys_after(self.cursor) for key in page]
+            copied, cursor = await self._copy_whole(keys, bodies)
+            self._advance(cursor)
+            if time.monotonic() - self._relisted_at >= RELIST_INTERVAL:
+                self._relisted_at = time.monotonic()
+                copied += await self._relist_newest_day(bodies)
+        if bodies:
+            await _gathered(self.complete, self._pending())
+        return copied
+
+    async def _fill(self, bodies: bool) -> int:
+        """The first copy: every day, newest first; the cursor is set once all are copied."""
+        days = [day for day in await self.storage.folders() if recordings.is_day(day)]
+        self.days_to_fill = len(days)
+        copied, cursor = 0, None
+        for day in reversed(days):
+            keys = [key async for page in self.storage.keys_after(None, prefix=day + "/")
+                    for key in page]
+            count, day_cursor = await self._copy_whole(keys, bodies)
+            copied += count
+            cursor = cursor or day_cursor
+            self.days_to_fill -= 1
+        self._relisted_at = time.monotonic()
+        self._advance(cursor)
+        return copied
+
+    def _advance(self, cursor: str | None) -> None:
         if cursor is not None and cursor != self.cursor:
             self.cursor = cursor
             self._cursor_file.write_text(cursor)
-        if time.monotonic() - self._relisted_at >= RELIST_INTERVAL:
-            self._relisted_at = time.monotonic()
-            copied += await self._relist_newest_day()
-        return copied
 
-    async def _relist_newest_day(self) -> int:
+    async def _relist_newest_day(self, bodies: bool) -> int:
         newest = (self.cursor or "").split("/", 1)[0]
         if not recordings.is_day(newest):
             return 0
         keys = [key async for page in self.storage.keys_after(None, prefix=newest + "/")
                 for key in page]
-        copied, _ = await self._copy_whole(keys)
+        copied, _ = await self._copy_whole(keys, bodies)
         return copied
 
-    async def _copy_whole(self, keys: list[str]) -> tuple[int, str | None]:
-        """Copy each whole pair among `keys` not copied yet; the count and the key the next
-        listing may start after (before the first pair still being uploaded)."""
+    async def _copy_whole(self, keys: list[str], bodies: bool) -> tuple[int, str | None]:
+        """Copy each whole pair among `keys` not copied yet, newest first; the count and the key
+        the next listing may start after (before the first pair still being uploaded)."""
         pairs: dict[str, list[str]] = defaultdict(list)
         for key in keys:
             parts = key.split("/")
@@ -84,40 +171,84 @@ class BucketCopy:
                 pairs[f"{parts[0]}/{parts[1]}"].append(parts[2])
         cursor = keys[-1] if keys else None
         whole = []
-        for pair, names in pairs.items():
+        for pair, names in sorted(pairs.items(), reverse=True):
             if recordings.PAIR_JSON not in names:
                 cursor = min(cursor, pair) if cursor is not None else pair
             elif not (self.root / pair / recordings.PAIR_JSON).is_file():
                 whole.append((pair, names))
-        semaphore = asyncio.Semaphore(COPIES_AT_ONCE)
-
-        async def copy(pair: str, names: list[str]) -> None:
-            async with semaphore:
-                await self.copy_pair(pair, names)
-        await asyncio.gather(*(copy(pair, names) for pair, names in whole))
+        leading = whole[:self._unplanned]
+        self._unplanned -= len(leading)
+        self._leading.update(pair for pair, _ in leading)
+        await _gathered(lambda item: self._copy_leading(*item, bodies=bodies), whole)
         return len(whole), cursor
 
-    async def copy_pair(self, pair: str, names: list[str] | None = None) -> Path | None:
-        """Copy `<day>/<key>` (its listed files, or all of them); its local directory, or None
-        when the bucket has no pair.json there."""
+    async def _copy_leading(self, pair: str, names: list[str], *, bodies: bool) -> None:
+        """`copy_pair`, and the first page is there once the newest pairs of a fill are."""
+        await self.copy_pair(pair, names, bodies=bodies)
+        if pair in self._leading:
+            self._leading.discard(pair)
+            if not self._leading and not self._unplanned:
+                self._first_page.set()
+
+    async def copy_pair(self, pair: str, names: list[str] | None = None, *,
+                        bodies: bool = True) -> Path | None:
+        """Copy `<day>/<key>` (its listed files, or all of them; without the response bodies
+        unless `bodies`); its local directory, or None when the bucket has no pair.json there."""
         if names is None:
             names = [key.rsplit("/", 1)[1] async for page in
                      self.storage.keys_after(None, prefix=pair + "/") for key in page]
-        wanted = [name for name in names
-                  if recordings.is_leg_file(name) and not name.endswith(recordings.PARTIAL)]
         if recordings.PAIR_JSON not in names:
             return None
-        bodies = await asyncio.gather(*(self.storage.read(f"{pair}/{name}") for name in wanted))
-        document = await self.storage.read(f"{pair}/{recordings.PAIR_JSON}")
+        wanted = [name for name in names
+                  if recordings.is_leg_file(name) and not name.endswith(recordings.PARTIAL)]
+        listed = next((name for name in LISTED_FIRST if name in wanted), None)
+        now = wanted if bodies else [listed] if listed else []
+        later = [name for name in wanted if name not in now]
+        *files, document = await asyncio.gather(
+            *(self.storage.read(f"{pair}/{name}") for name in [*now, recordings.PAIR_JSON]))
         if document is None:
             return None
         directory = self.root / pair
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for name, data in zip(wanted, bodies, strict=True):
-            if data is not None:
-                _write_private(directory / name, data)
+        _write_files(directory, zip(now, files, strict=True))
+        if later:
+            _write_private(directory / BODIES_PENDING, orjson.dumps(later))
+        else:
+            (directory / BODIES_PENDING).unlink(missing_ok=True)
         _write_private(directory / recordings.PAIR_JSON, document)
         return directory
+
+    async def complete(self, pair: str) -> None:
+        """Bring the response bodies of `<day>/<key>` a copy without them left in the bucket."""
+        pending = self.root / pair / BODIES_PENDING
+        try:
+            names = orjson.loads(pending.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return
+        names = [name for name in names if isinstance(name, str) and recordings.is_leg_file(name)]
+        files = await asyncio.gather(*(self.storage.read(f"{pair}/{name}") for name in names))
+        _write_files(self.root / pair, zip(names, files, strict=True))
+        pending.unlink(missing_ok=True)
+
+    def _pending(self) -> list[str]:
+        return [str(path.parent.relative_to(self.root))
+                for path in self.root.glob(f"*/*/{BODIES_PENDING}")]
+
+
+async def _gathered(copy: Callable[[T], Awaitable[object]], items: Iterable[T]) -> None:
+    """`copy(item)` for every item, COPIES_AT_ONCE at a time, started in the items' order."""
+    semaphore = asyncio.Semaphore(COPIES_AT_ONCE)
+
+    async def one(item: T) -> None:
+        async with semaphore:
+            await copy(item)
+    await asyncio.gather(*(one(item) for item in items))
+
+
+def _write_files(directory: Path, files: Iterable[tuple[str, bytes | None]]) -> None:
+    for name, data in files:
+        if data is not None:
+            _write_private(directory / name, data)
 
 
 def split_pair_url(url: str) -> tuple[str, str] | None:

@@ -15,6 +15,7 @@ import orjson
 from aiohttp import BodyPartReader, web
 
 from calltap import recordings
+from calltap.storage import StoreError
 from calltap.transcript import Capture
 from calltap.view import templating
 from calltap.view.index import PairIndex
@@ -49,11 +50,16 @@ async def pair_list(request: web.Request) -> web.Response:
         index.page(filters, limit=size, offset=(page - 1) * size), index.count(filters),
         index.latest()))
     query = encoded(filters)
-    events = f"{base}events?{urlencode({**query, 'after': latest})}" if page == 1 else None
+    bucket = state.settings.bucket
+    filling = bucket.days_to_fill if bucket is not None and bucket.filling else None
+    # While a bucket's older days are still being copied, new rows would be older pairs: the
+    # page is not live until the copy has caught up.
+    live = page == 1 and filling is None
+    events = f"{base}events?{urlencode({**query, 'after': latest})}" if live else None
     html = templating.render(
         "list.html", base=base, rows=rows, total=total, filters=filters, page=page,
         pages=max(1, -(-total // size)), query=query, verdicts=VERDICTS, codes=CODES,
-        live=events is not None, events_url=events)
+        live=live, events_url=events, filling=filling)
     return web.Response(text=html, content_type=HTML)
 
 
@@ -61,6 +67,7 @@ async def pair_page(request: web.Request) -> web.StreamResponse:
     state, base = request.app[STATE], request.app[PREFIX]
     day, key = request.match_info["day"], request.match_info["key"]
     directory = _directory(state, day, key)
+    await _bodies(state, day, key)
     recorded = await asyncio.to_thread(read_recorded, directory, day, key)
     if recorded is None:
         raise web.HTTPNotFound(text="no such pair\n")
@@ -77,6 +84,7 @@ async def raw_file(request: web.Request) -> web.StreamResponse:
     directory = _directory(state, day, key)
     if not recordings.is_leg_file(name):
         raise web.HTTPNotFound(text="not a recorded file\n")
+    await _bodies(state, day, key)
     try:
         body = await asyncio.to_thread(_read_plain_file, directory / name)
     except OSError:
@@ -152,6 +160,16 @@ def _directory(state: ViewState, day: str, key: str) -> Path:
     if directory is None:
         raise web.HTTPNotFound(text="no such pair\n")
     return directory
+
+
+async def _bodies(state: ViewState, day: str, key: str) -> None:
+    """A bucket's pair's response bodies, fetched when the pair is first opened."""
+    if state.settings.bucket is None:
+        return
+    try:
+        await state.settings.bucket.complete(f"{day}/{key}")
+    except StoreError as error:
+        raise web.HTTPBadGateway(text=f"the bucket did not answer: {error}\n") from None
 
 
 def _read_plain_file(path: Path) -> bytes:

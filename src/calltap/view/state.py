@@ -75,11 +75,13 @@ class ViewState:
                 return
             if self.settings.bucket is not None:
                 with contextlib.suppress(StoreError):
-                    await self.settings.bucket.sync()
+                    await self.settings.bucket.follow()
             await self.run(PairIndex.refresh)
             self._refreshed_at = loop.time()
 
     async def close(self) -> None:
+        if self.settings.bucket is not None:
+            await self.settings.bucket.close()
         if self._index is not None:
             await self.run(PairIndex.close)
         self._executor.shutdown(wait=False)
