@@ -1,10 +1,16 @@
 """The routes coding agents take through a real LiteLLM: `/v1/messages` (Claude Code's) and
 `/v1/responses` (Codex's), each client speaking its own dialect to calltap's front.
 
-Two calltaps share one LiteLLM and one fake provider:
+Three calltaps share one LiteLLM:
 
     faithful: client -> tap front -> LiteLLM -> tap back -> FakeProvider
     lossy:    client -> lossy front -> FakeGateway -> LiteLLM -> lossy back -> FakeProvider
+    in_turn:  client -> tap front -> LiteLLM -> tap back -> ScriptedProvider
+
+The fake provider streams the fragments of parallel Chat Completions calls interleaved; the
+scripted provider (tests/support) streams `chat_stream()`: some text, then two calls one after
+the other, the order OpenAI streams them. LiteLLM's `/v1/messages` route to a Chat Completions
+provider handles the second and mangles the first (see the tests and README.md).
 
 LiteLLM serves each route twice, under a plain model name whose `api_base` is the first
 calltap's back and a `lossy-` name whose `api_base` is the second's. The fake gateway in front of
@@ -38,16 +44,20 @@ from litellm_stack import (
     stop_litellm,
 )
 from tests.support.logs import LogLines
+from tests.support.provider import ScriptedProvider
 
 from calltap.config import Config
 from calltap.fakes.gateway import FakeGateway
 from calltap.fakes.provider import FakeProvider
+from calltap.fakes.server import LoopbackServer
 from calltap.proxy.app import Calltap
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"
 VLLM_MODEL = "vllm-fake"
 """An OpenAI-compatible server that LiteLLM reaches with Chat Completions (`hosted_vllm/`)."""
+IN_TURN_MODEL = "vllm-in-turn"
+"""The same route, served by the scripted provider behind the third calltap."""
 LOSSY = "lossy-"
 """The prefix of the models served through the second calltap's back."""
 
@@ -120,18 +130,22 @@ class AgentStack:
     faithful: Tap
     lossy: Tap
     gateway: FakeGateway
+    scripted: ScriptedProvider
+    in_turn: Tap
     litellm: LiteLLM
 
 
-def agent_config(back_url: str, lossy_back_url: str) -> dict[str, Any]:
+def agent_config(back_url: str, lossy_back_url: str, in_turn_back_url: str) -> dict[str, Any]:
     """LiteLLM's suite config (request headers forwarded, so calltap pairs by `X-Request-ID`)
     plus a `hosted_vllm/` model, every model also under a `lossy-` name served by the second
-    back, and no cooldown: a request that fails (the SDK that gives up mid-stream on the mangled
-    route) must not turn the next one into 429 "No deployments available"."""
+    back, `IN_TURN_MODEL` served by the third, and no cooldown: a request that fails (the SDK
+    that gives up mid-stream on the mangled route) must not turn the next one into 429 "No
+    deployments available"."""
     config = litellm_config(back_url, forward_headers=True)
     lossy = litellm_config(lossy_back_url, forward_headers=True)["model_list"]
     config["model_list"] += [
         vllm_model(back_url),
+        {**vllm_model(in_turn_back_url), "model_name": IN_TURN_MODEL},
         *({**model, "model_name": LOSSY + model["model_name"]}
           for model in [*lossy, vllm_model(lossy_back_url)]),
     ]
@@ -145,7 +159,7 @@ def vllm_model(back_url: str) -> dict[str, Any]:
                                "api_key": "sk-vllm-fake"}}
 
 
-async def open_tap(exits: AsyncExitStack, directory: Path, provider: FakeProvider,
+async def open_tap(exits: AsyncExitStack, directory: Path, provider: LoopbackServer,
                    gateway_url: str) -> Tap:
     """A calltap in front of `gateway_url`, and the agents' SDKs pointed at its front (the
     anthropic SDK 2.x sends its API key as `Authorization: Bearer`, as the openai SDK does)."""
@@ -166,7 +180,7 @@ async def open_tap(exits: AsyncExitStack, directory: Path, provider: FakeProvide
 
 @asynccontextmanager
 async def open_agent_stack(directory: Path) -> AsyncIterator[AgentStack]:
-    """Start the provider, both calltaps, the fake gateway and LiteLLM; stop them in reverse."""
+    """Start the providers, the calltaps, the fake gateway and LiteLLM; stop them in reverse."""
     port = free_port()
     litellm_url = f"http://127.0.0.1:{port}"
     async with AsyncExitStack() as exits:
@@ -174,12 +188,15 @@ async def open_agent_stack(directory: Path) -> AsyncIterator[AgentStack]:
         gateway = await exits.enter_async_context(FakeGateway(litellm_url))
         faithful = await open_tap(exits, directory / "faithful", provider, litellm_url)
         lossy = await open_tap(exits, directory / "lossy", provider, gateway.url)
-        assert faithful.tap.back_url is not None and lossy.tap.back_url is not None
-        config = agent_config(faithful.tap.back_url, lossy.tap.back_url)
+        scripted = await exits.enter_async_context(ScriptedProvider())
+        in_turn = await open_tap(exits, directory / "in_turn", scripted, litellm_url)
+        backs = [tap.tap.back_url for tap in (faithful, lossy, in_turn)]
+        assert None not in backs
+        config = agent_config(*backs)
         litellm = await start_litellm(directory, port, config)
         exits.callback(stop_litellm, litellm)
         STARTS["agents"] = litellm.started_in
-        yield AgentStack(provider, faithful, lossy, gateway, litellm)
+        yield AgentStack(provider, faithful, lossy, gateway, scripted, in_turn, litellm)
 
 
 
@@ -223,13 +240,21 @@ def expect_faithful(stack: AgentStack, tap: Tap, received: Received, route: Rout
     """Both calls reached the client, the pair compares `equal` with no finding at all, the
     upstream leg is what the provider sent, and the log says `equal` with no divergence."""
     assert received.calls == [("weather", {"city": "Taipei"}), ("clock", {"zone": "UTC"})]
-    pair = received.pair
+    sent = {exchange.sha256 for exchange in stack.provider.exchanges if exchange.complete}
+    expect_equal(tap, received.pair, route, sent)
+
+
+def expect_equal(tap: Tap, pair: dict[str, Any], route: Route, sent: set[str | None], *,
+                 cosmetic: frozenset[str] = frozenset()) -> None:
+    """Paired on the route, `equal` with only the `cosmetic` codes, two calls on each side, the
+    upstream leg one of the answers the provider `sent` (their sha256), no divergence logged."""
     expect_paired(tap, pair, route)
     comparison = pair["comparison"]
-    assert (comparison["verdict"], comparison["findings"]) == ("equal", []), comparison
+    assert comparison["verdict"] == "equal", comparison
+    assert {finding["code"] for finding in comparison["findings"]} == cosmetic, comparison
     assert comparison["upstream"]["tool_calls"] == comparison["downstream"]["tool_calls"] == 2
-    sent = {exchange.sha256 for exchange in stack.provider.exchanges if exchange.complete}
     assert pair["legs"]["upstream"]["sha256"] in sent, "the upstream leg is not what was sent"
     (compared,) = tap.log.lines("pair.compared", pair["request_id"])
-    assert (compared["verdict"], compared["codes"], compared["pairing"]) == ("equal", [], "header")
+    assert (compared["verdict"], compared["pairing"]) == ("equal", "header")
+    assert set(compared["codes"]) == cosmetic
     assert tap.log.lines("divergence", pair["request_id"]) == []

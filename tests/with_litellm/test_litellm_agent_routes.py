@@ -14,8 +14,9 @@ the loss comes from calltap's fake gateway put in front of it (`drop-second-call
 LiteLLM wrote in the client's dialect): calltap must log `TOOL_CALLS_DROPPED` as a `divergence`.
 
 One route is not faithful in LiteLLM itself: `/v1/messages` to a Chat Completions provider
-mangles parallel calls whose argument fragments interleave. That test pins what the client got
-and what calltap says; README.md in this folder names LiteLLM's code.
+mangles parallel calls whose argument fragments interleave (the fake provider's order), and
+relays them intact when they come one after the other (the scripted provider's). The tests pin
+both: what the client got and what calltap says; README.md in this folder names LiteLLM's code.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 import pytest_asyncio
 from agent_stack import (
+    IN_TURN_MODEL,
     LOSSY,
     MESSAGES_PATH,
     MESSAGES_TOOLS,
@@ -35,12 +38,19 @@ from agent_stack import (
     AgentStack,
     Route,
     Tap,
+    expect_equal,
     expect_faithful,
     expect_paired,
     offered_tools,
     open_agent_stack,
 )
-from litellm_stack import ANTHROPIC_MODEL, CHAT_PATH, OLLAMA_MODEL, OPENAI_MODEL
+from litellm_stack import (
+    ANTHROPIC_MODEL,
+    CHAT_PATH,
+    INDEXES_RENUMBERED,
+    OLLAMA_MODEL,
+    OPENAI_MODEL,
+)
 
 from calltap.fakes import DEFECT_HEADER
 
@@ -195,3 +205,23 @@ async def test_claude_code_to_chat_completions_mangles_interleaved_calls(
     assert logged == codes
     upstream = tap.request_body(request_id, "upstream")
     assert (upstream["model"], offered_tools(upstream)) == ("vllm-fake", ["weather", "clock"])
+
+
+async def test_claude_code_to_chat_completions_is_equal_when_calls_come_in_turn(
+    agents: AgentStack,
+) -> None:
+    """The same route with the calls one after the other (text, then each call's header and all
+    its fragments before the next): LiteLLM's adapter relays both intact, the calls moved one
+    block on behind the text block (cosmetic)."""
+    request_id = "agent-vllm-in-turn"
+    received = await agents.in_turn.claude(request_id, IN_TURN_MODEL)
+
+    assert received.calls == [("tool_0", {"city": "Paris0"}), ("tool_1", {"city": "Paris1"})]
+    assert received.stop == "tool_use"
+    route = Route(IN_TURN_MODEL, MESSAGES_PATH, CHAT_PATH, "openai.chat", "sse")
+    sent = {agents.scripted.sent[request_id].sha256}
+    expect_equal(agents.in_turn, received.pair, route, sent, cosmetic=INDEXES_RENUMBERED)
+    (upstream,) = [seen for seen in agents.scripted.script.seen
+                   if seen["headers"].get("X-Request-ID") == request_id]
+    assert upstream["path"] == CHAT_PATH
+    assert offered_tools(orjson.loads(upstream["body"])) == ["weather", "clock"]
