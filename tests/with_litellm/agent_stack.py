@@ -10,14 +10,15 @@ Three calltaps share one LiteLLM:
 The fake provider streams the fragments of parallel Chat Completions calls interleaved; the
 scripted provider (tests/support) streams `chat_stream()`: some text, then two calls one after
 the other, the order OpenAI streams them. LiteLLM's `/v1/messages` route to a Chat Completions
-provider handles the second and mangles the first (see the tests and README.md).
+provider relays the scripted order intact and mangles the interleaved one (see the tests and
+README.md).
 
 LiteLLM serves each route twice, under a plain model name whose `api_base` is the first
-calltap's back and a `lossy-` name whose `api_base` is the second's. The fake gateway in front of
-LiteLLM relays faithfully unless a request asks for a defect (`X-Fake-Gateway-Defect`), and then
-it injects it into the stream LiteLLM wrote in the client's dialect: the only defect on the
-lossy path, since LiteLLM itself relays these routes faithfully (all but one: see the test on
-`hosted_vllm/`).
+calltap's back and a `lossy-` name whose `api_base` is the second's (`vllm-in-turn` is the
+third's). The fake gateway in front of LiteLLM relays faithfully unless a request asks for a
+defect (`X-Fake-Gateway-Defect`), and then it injects it into the stream LiteLLM wrote in the
+client's dialect: the only defect on the lossy path, since LiteLLM itself relays these routes
+faithfully (all but one: see the tests on `hosted_vllm/`).
 """
 
 from __future__ import annotations
