@@ -84,12 +84,20 @@ def is_empty_chunk(payload: Payload) -> bool:
 
 
 class DropSecondCall(Relay):
-    """Every fragment of the second parallel call (the second tool-call index seen) is dropped."""
+    """The second parallel call is lost, in whichever dialect the stream speaks.
+
+    Chat Completions: every fragment of the second tool-call index seen is dropped. Anthropic
+    Messages and OpenAI Responses (the streams of `/v1/messages` and `/v1/responses`, told apart
+    from chunks by their `type`): see `DropSecondItem`.
+    """
 
     def __init__(self) -> None:
         self.indexes: list[Any] = []
+        self.items = DropSecondItem()
 
     def feed(self, payload: Payload) -> list[Payload]:
+        if isinstance(payload, dict) and isinstance(payload.get("type"), str):
+            return self.items.feed(payload)
         touched = False
         for _, delta in deltas(payload):
             fragments = delta.get("tool_calls")
@@ -109,6 +117,60 @@ class DropSecondCall(Relay):
                 else:
                     del delta["tool_calls"]
         return [] if touched and is_empty_chunk(payload) else [payload]
+
+
+CALL_STARTS = {"content_block_start": ("content_block", "tool_use"),
+               "response.output_item.added": ("item", "function_call")}
+"""The event that starts a call in each event-typed dialect: (where the call is, its type)."""
+
+
+class DropSecondItem(Relay):
+    """The second `tool_use` block of an Anthropic Messages stream, or the second `function_call`
+    item of a Responses stream, is dropped with every event of it (start, deltas, stop or done),
+    and from the response a terminal `response.*` event carries. Later blocks and items move down
+    one index and Responses sequence numbers close the gap: what the client gets is a valid stream
+    with one call fewer, as when a gateway ends the turn on the first call (ocp #478)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.dropped: int | None = None
+        """The block index (Messages) or output_index (Responses) of the dropped call."""
+        self.dropped_id: Any = None
+        self.removed = 0
+
+    def feed(self, payload: Payload) -> list[Payload]:
+        assert isinstance(payload, dict)
+        kind = payload["type"]
+        key = "output_index" if kind.startswith("response.") else "index"
+        where, call_type = CALL_STARTS.get(kind, ("", ""))
+        started = payload.get(where)
+        if isinstance(started, dict) and started.get("type") == call_type:
+            self.calls += 1
+            if self.calls == 2 and isinstance(payload.get(key), int):
+                self.dropped, self.dropped_id = payload[key], started.get("id")
+        position = payload.get(key)
+        if self.dropped is None or not isinstance(position, int) or position < self.dropped:
+            return [self._renumbered(payload)]
+        if position == self.dropped:
+            self.removed += 1
+            return []
+        payload[key] = position - 1
+        return [self._renumbered(payload)]
+
+    def _renumbered(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The event with the sequence number it has once the dropped ones are gone, and without
+        the dropped item in the response a `response.*` event carries."""
+        if isinstance(payload.get("sequence_number"), int):
+            payload["sequence_number"] -= self.removed
+        response = payload.get("response")
+        output = response.get("output") if isinstance(response, dict) else None
+        if isinstance(output, list) and self.dropped is not None:
+            response["output"] = [item for item in output if not self._is_dropped(item)]
+        return payload
+
+    def _is_dropped(self, item: Any) -> bool:
+        return (isinstance(item, dict) and item.get("type") == "function_call"
+                and item.get("id") == self.dropped_id)
 
 
 class OmitFirstIndex(Relay):
@@ -447,7 +509,8 @@ DEFECTS: dict[str, Defect] = {
     for defect in (
         Defect(
             "drop-second-call",
-            "drops every fragment of the second parallel tool call",
+            "drops every fragment of the second parallel tool call (its block or item on Messages"
+            " and Responses streams)",
             "ocp #478",
             "diverged",
             frozenset({Code.TOOL_CALLS_DROPPED, Code.TOOL_CALL_SET_CHANGED}),

@@ -10,12 +10,14 @@ the far side can pair the legs by header; a client's SigV4 headers (`X-Amz-Date`
 A client asks for a defect with the request header `X-Fake-Gateway-Defect: <name>` (see
 `calltap.fakes.defects.DEFECTS`; the header is consumed, never forwarded). Stream defects apply to
 `text/event-stream` responses: the gateway parses the provider's events with `calltap.sse`, passes
-each payload through the defect's transform and re-serializes the result; a JSON response is relayed
-as is, unless the defect also changes whole answers (`change-two-values`). `strip-headers` forwards
-nothing but Content-Type; `retry-once` abandons the first upstream attempt after its response
-headers and relays a second one. An unknown defect name is a 400. A gateway started with
-`defect=NAME` injects that defect into every request that names none (a client that cannot add
-headers, such as `calltap probe`, meets a broken gateway that way).
+each payload through the defect's transform and re-serializes the result (each event keeps its
+`event:` line); a JSON response is relayed as is, unless the defect also changes whole answers
+(`change-two-values`). `drop-second-call` also loses the second call of an Anthropic Messages or
+OpenAI Responses stream (a `/v1/messages` or `/v1/responses` request relayed untranslated).
+`strip-headers` forwards nothing but Content-Type; `retry-once` abandons the first upstream attempt
+after its response headers and relays a second one. An unknown defect name is a 400. A gateway
+started with `defect=NAME` injects that defect into every request that names none (a client that
+cannot add headers, such as `calltap probe`, meets a broken gateway that way).
 
 An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
 that breaks mid-body gets the client's connection aborted, with no ending made up.
