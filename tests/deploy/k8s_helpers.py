@@ -107,7 +107,7 @@ def image_calltap_variables() -> dict[str, str]:
     found: dict[str, str] = {}
     for line in text.splitlines():
         if line.strip().upper().startswith("ENV "):
-            found.update(re.findall(r"(CALLTAP_[A-Z_]+)=(\S+)", line))
+            found.update(re.findall(r"(CALLTAP_[A-Z_]+)(?:=|\s+)(\S+)", line))
     return found
 
 
