@@ -151,6 +151,7 @@ async def test_litellms_configmap_sends_every_model_through_calltap(
                                         max_retries=0, timeout=30.0)
             try:
                 stack = Stack(provider, tap, gateway, log, client)
+                await expect_probes_answer(stack)
                 await expect_kept_in_the_bucket(stack, s3, config)
                 await expect_compared_and_discarded(stack, s3, config)
             finally:
@@ -209,6 +210,19 @@ async def expect_compared_and_discarded(stack: Stack, s3: S3Server, config: Conf
     await uploaded(stack)
     assert stored_keys(s3, rid) == []
     assert not list(Path(stack.tap.recordings).glob(f"*/{rid}"))
+
+
+async def expect_probes_answer(stack: Stack) -> None:
+    """Every probe of the Deployment answers 200: LiteLLM's on the real release, calltap's on
+    its admin listener."""
+    docs = rendered()
+    probed = [(stack.litellm.url, litellm(docs)), (stack.tap.admin_url, calltap(docs))]
+    async with aiohttp.ClientSession() as session:
+        for base, container in probed:
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                path = container[probe]["httpGet"]["path"]
+                async with session.get(f"{base}{path}") as response:
+                    assert response.status == 200, (container["name"], probe, path)
 
 
 async def metrics(stack: Stack) -> str:
