@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from calltap import cli, config
+from calltap import cli, codes, config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "docs_check.py"
@@ -195,3 +195,16 @@ def test_the_configuration_reference_names_every_setting_and_option() -> None:
                     for option in action.option_strings
                     if option not in ("-h", "--help") and f"`{option}" not in reference]
     assert missing == []
+
+
+def test_the_findings_guide_has_a_row_for_every_code_with_its_severity() -> None:
+    """A code added to codes.py without a row in docs/findings.md's table fails here."""
+    guide = (ROOT / "docs" / "findings.md").read_text()
+    rows = {}
+    for line in guide.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 3:
+            for name in cells[0].split(" / "):
+                rows[name] = cells[1]
+    expected = {code.value: codes.SEVERITY[code].value for code in codes.Code}
+    assert {name: rows.get(name) for name in expected} == expected
