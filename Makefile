@@ -18,7 +18,7 @@ MUTATION_STAMP    := $(VENV)/.mutation-installed
 MUTANTS           ?=
 MUTATION_CHILDREN ?= $(shell nproc)
 
-.PHONY: demo test lint bench reliability litellm gateway-bugs mutation clean
+.PHONY: demo test lint docs-check bench reliability litellm gateway-bugs mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,7 @@ gateway-bugs: $(GW_STAMPS)
 demo: $(STAMP)
 	$(BIN)/calltap demo
 
-test: lint
+test: lint docs-check
 	$(BIN)/python -m pytest -q
 
 reliability: $(STAMP)
@@ -58,6 +58,11 @@ reliability: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench tools
+
+# Every relative link and anchor in README.md and docs/*.md resolves, and every `calltap` and `make`
+# command in their shell blocks is one the CLI and this Makefile accept.
+docs-check: $(STAMP)
+	$(BIN)/python tools/docs_check.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/compare_throughput.py
