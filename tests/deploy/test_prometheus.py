@@ -1,0 +1,158 @@
+"""The Prometheus rules, checked by the real promtool and evaluated by a real Prometheus server
+scraping a real `calltap serve` (the Debian `prometheus` package, 2.42)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+import yaml
+from tests.deploy.prom_helpers import (
+    RULE_TESTS,
+    RULES,
+    PrometheusServer,
+    prometheus,
+    require,
+    rule_expressions,
+)
+from tests.reliability.harness import launch
+
+from calltap.codes import SEVERITY, Severity
+from calltap.fakes import CHAT_PATH, DEFECT_HEADER, TOOLS_REQUEST, FakeGateway, FakeProvider
+
+ALERT_TIMEOUT = 30.0
+"""Scrape and evaluation every second: the alert is due within a few seconds of the pair."""
+
+
+def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([require("promtool"), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def alert_names() -> set[str]:
+    return {name for name in rule_expressions() if not name.startswith("calltap:")}
+
+
+def test_promtool_checks_the_rules() -> None:
+    result = promtool("check", "rules", str(RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rule_expressions())} rules found" in result.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    started = time.monotonic()
+    result = promtool("test", "rules", RULE_TESTS.name, cwd=RULE_TESTS.parent)
+    print(f"promtool test rules: {time.monotonic() - started:.2f} s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_unit_tests_show_every_alert_firing_and_silent() -> None:
+    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    cases = [case for test in tests for case in test.get("alert_rule_test", [])]
+    firing = {case["alertname"] for case in cases if case["exp_alerts"]}
+    silent = {case["alertname"] for case in cases if not case["exp_alerts"]}
+    assert firing == alert_names()
+    assert silent == alert_names()
+
+
+def test_unit_tests_catch_a_missed_first_divergence(tmp_path: Path) -> None:
+    """Without the `_created` branch, the first divergence of a code (a series born at 1) never
+    fires: the unit tests must say so."""
+    rules = RULES.read_text()
+    blind = re.sub(r"calltap_\w+_total\n\s+and on \([^)]*\) \(time\(\) - calltap_\w+_created"
+                   r" < 300\)\n\s+or\n", "", rules)
+    assert blind != rules
+    (tmp_path / RULES.name).write_text(blind)
+    (tmp_path / RULE_TESTS.name).write_text(RULE_TESTS.read_text())
+    result = promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "first divergence of a code fires at once" in result.stdout + result.stderr
+
+
+def test_usage_codes_are_the_negotiable_ones() -> None:
+    """The rules tell negotiable codes (a warning) from fatal ones (critical) by name: the list
+    must be calltap's own."""
+    negotiable = {str(code) for code, severity in SEVERITY.items()
+                  if severity is Severity.NEGOTIABLE}
+    expressions = rule_expressions()
+    usage = re.search(r'code=~"([^"]+)"', expressions["CalltapUsageDivergence"])
+    fatal = re.search(r'code!~"([^"]+)"', expressions["CalltapDivergence"])
+    assert usage is not None and fatal is not None
+    assert set(usage.group(1).split("|")) == negotiable
+    assert fatal.group(1) == usage.group(1)
+
+
+async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
+        tmp_path: Path) -> None:
+    """A real Prometheus scrapes `calltap serve` every second and evaluates the repo's rules: a
+    faithful pair raises nothing; one request whose second parallel call the gateway drops raises
+    CalltapDivergence for TOOL_CALLS_DROPPED (and TOOL_CALL_SET_CHANGED) within seconds."""
+    require("prometheus")
+    started = time.monotonic()
+    async with FakeProvider() as provider, FakeGateway() as gateway:
+        calltap = await launch(tmp_path, tmp_path / "recordings", gateway=gateway.url,
+                               provider=provider.url)
+        try:
+            gateway.upstream = calltap.urls["back"]
+            target = calltap.urls["admin"].removeprefix("http://")
+            async with prometheus(tmp_path, target) as server, aiohttp.ClientSession() as client:
+                await send(client, calltap.urls["front"], defect=None)
+                await server.wait_for(client, 'calltap_pairs_total{verdict="equal"} == 1')
+                await server.evaluated(client, times=2)
+                assert await server.alerts(client) == []
+                sent = time.monotonic()
+                await send(client, calltap.urls["front"], defect="drop-second-call")
+                seen = await watch_divergence(server, client, sent)
+                alerts = await server.alerts(client)
+        finally:
+            calltap.end()
+    print(f"e2e: {time.monotonic() - started:.1f} s; defect request to pending "
+          f"{seen['pending']:.2f} s, to firing {seen['firing']:.2f} s")
+    firing = {(a["labels"]["alertname"], a["labels"]["code"]): a for a in alerts}
+    assert set(firing) == {("CalltapDivergence", "TOOL_CALLS_DROPPED"),
+                           ("CalltapDivergence", "TOOL_CALL_SET_CHANGED")}
+    dropped = firing[("CalltapDivergence", "TOOL_CALLS_DROPPED")]
+    assert dropped["state"] == "firing"
+    assert dropped["labels"]["severity"] == "critical"
+    assert dropped["labels"]["instance"] == target
+    assert dropped["annotations"]["summary"] == (
+        f"TOOL_CALLS_DROPPED in 1 pair(s) on {target}: "
+        "the gateway changed what the provider answered")
+    assert dropped["annotations"]["runbook"] == "docs/alerts.md#calltapdivergence"
+
+
+async def send(client: aiohttp.ClientSession, front: str, defect: str | None) -> bytes:
+    headers = {"Content-Type": "application/json"}
+    if defect is not None:
+        headers[DEFECT_HEADER] = defect
+    async with client.post(front + CHAT_PATH, data=orjson.dumps(TOOLS_REQUEST),
+                           headers=headers) as reply:
+        assert reply.status == 200
+        return await reply.read()
+
+
+async def watch_divergence(server: PrometheusServer, client: aiohttp.ClientSession,
+                           sent: float) -> dict[str, float]:
+    """Seconds from `sent` until CalltapDivergence{code="TOOL_CALLS_DROPPED"} was first seen
+    pending (or already firing: `for: 0m` skips pending) and firing, polling every 50 ms."""
+    seen: dict[str, float] = {}
+    deadline = sent + ALERT_TIMEOUT
+    while "firing" not in seen:
+        assert time.monotonic() < deadline, f"no firing alert after {ALERT_TIMEOUT} s: {seen}"
+        for alert in await server.alerts(client):
+            labels = alert["labels"]
+            if (labels["alertname"], labels.get("code")) == ("CalltapDivergence",
+                                                             "TOOL_CALLS_DROPPED"):
+                seen.setdefault("pending", time.monotonic() - sent)
+                if alert["state"] == "firing":
+                    seen["firing"] = time.monotonic() - sent
+        await asyncio.sleep(0.05)
+    return seen
+
+
