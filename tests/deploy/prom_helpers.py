@@ -13,11 +13,12 @@ import asyncio
 import contextlib
 import io
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,73 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+PROMQL_KEYWORDS = frozenset({"and", "or", "unless", "bool", "by", "without", "on", "ignoring",
+                             "group_left", "group_right", "offset", "inf", "nan"})
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_TOKENS = re.compile(r"(?P<number>0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+)"
+                     r"|(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?P<call>\s*\()?")
+_GRAFANA_VARIABLES = re.compile(r"\$\{[^}]*\}|\$\w+|\[\[\w+\]\]")
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers outside strings, label
+    matchers (`{…}`), ranges and subqueries (`[…]`), label lists (`by (…)`, `on (…)`, …) and
+    offsets that are neither a function, an aggregation nor a keyword. Grafana variables
+    (`$job`, `${x}`, `$__rate_interval`) are dropped first."""
+    if "__name__" in expr:
+        raise ValueError(f"a selector by __name__ cannot be checked: {expr}")
+    text = _GRAFANA_VARIABLES.sub("", _STRINGS.sub('""', expr))
+    text = re.sub(r"\{[^{}]*\}", " ", text)
+    text = re.sub(r"\[[^\[\]]*\]", " ", text)
+    text = _LABEL_LISTS.sub(" ", text)
+    text = re.sub(r"\boffset\s+-?\w+", " ", text)
+    names = set()
+    for token in _TOKENS.finditer(text):
+        name = token.group("name")
+        if name and not token.group("call") and name.lower() not in PROMQL_KEYWORDS:
+            names.add(name)
+    return names
+
+
+def variable_selector(query: str) -> str:
+    """The PromQL inside a Grafana Prometheus variable query: the series selector of
+    `label_values(SELECTOR, LABEL)`, the expression of `query_result(EXPR)`; `label_values(LABEL)`
+    and `label_names()` select no metric."""
+    match = re.fullmatch(r"\s*label_values\((.*),\s*\w+\s*\)\s*", query)
+    if match:
+        return match.group(1)
+    match = re.fullmatch(r"\s*query_result\((.*)\)\s*", query)
+    if match:
+        return match.group(1)
+    if re.fullmatch(r"\s*(label_values\(\s*\w+\s*\)|label_names\(\s*\))\s*", query):
+        return ""
+    raise ValueError(f"an unknown kind of variable query: {query}")
+
+
+def panels(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every panel, those inside rows included."""
+    for panel in items:
+        yield panel
+        yield from panels(panel.get("panels", []))
+
+
+def dashboard_queries(dashboard: dict[str, Any]) -> dict[str, str]:
+    """Every PromQL expression of the dashboard, by where it is (panel title and refId, or
+    variable name)."""
+    queries = {f"{panel['title']} / {target['refId']}": target["expr"]
+               for panel in panels(dashboard["panels"]) for target in panel.get("targets", [])}
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]
+            text = query["query"] if isinstance(query, dict) else query
+            queries[f"variable {variable['name']}"] = variable_selector(text)
+    return queries
+
+
+def grafana_expand(expr: str, rate_interval: str = "1m") -> str:
+    """A dashboard expression as Grafana sends it, with every replica of every job selected."""
+    return (expr.replace("$__rate_interval", rate_interval).replace("$__range", "1h")
+            .replace('=~"$job"', '=~".*"').replace('=~"$instance"', '=~".*"'))

@@ -4,18 +4,23 @@ scraping a real `calltap serve` (the Debian `prometheus` package, 2.42)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
 import yaml
 from tests.deploy.prom_helpers import (
+    DASHBOARD,
     RULE_TESTS,
     RULES,
     PrometheusServer,
+    dashboard_queries,
+    grafana_expand,
     prometheus,
     require,
     rule_expressions,
@@ -92,7 +97,9 @@ async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
         tmp_path: Path) -> None:
     """A real Prometheus scrapes `calltap serve` every second and evaluates the repo's rules: a
     faithful pair raises nothing; one request whose second parallel call the gateway drops raises
-    CalltapDivergence for TOOL_CALLS_DROPPED (and TOOL_CALL_SET_CHANGED) within seconds."""
+    CalltapDivergence for TOOL_CALLS_DROPPED (and TOOL_CALL_SET_CHANGED) within seconds, and
+    every query of the Grafana dashboard evaluates on that server, its divergence panels showing
+    both codes."""
     require("prometheus")
     started = time.monotonic()
     async with FakeProvider() as provider, FakeGateway() as gateway:
@@ -110,6 +117,7 @@ async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
                 await send(client, calltap.urls["front"], defect="drop-second-call")
                 seen = await watch_divergence(server, client, sent)
                 alerts = await server.alerts(client)
+                panels = await dashboard_results(server, client)
         finally:
             calltap.end()
     print(f"e2e: {time.monotonic() - started:.1f} s; defect request to pending "
@@ -125,6 +133,21 @@ async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
         f"TOOL_CALLS_DROPPED in 1 pair(s) on {target}: "
         "the gateway changed what the provider answered")
     assert dropped["annotations"]["runbook"] == "docs/alerts.md#calltapdivergence"
+    by_code = panels["Divergences in the last 5 minutes, by code / A"]
+    assert {series["metric"]["code"] for series in by_code} == {
+        "TOOL_CALLS_DROPPED", "TOOL_CALL_SET_CHANGED"}
+    alert_table = panels["calltap alerts now / A"]
+    assert {series["metric"]["code"] for series in alert_table} == {
+        "TOOL_CALLS_DROPPED", "TOOL_CALL_SET_CHANGED"}
+
+
+async def dashboard_results(server: PrometheusServer,
+                            client: aiohttp.ClientSession) -> dict[str, list[dict[str, Any]]]:
+    """Every query of the Grafana dashboard, run by the server as Grafana would send it: each
+    must parse and evaluate (the server answers `success`, else `api` fails)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    return {where: await server.query(client, grafana_expand(expr))
+            for where, expr in dashboard_queries(dashboard).items()}
 
 
 async def send(client: aiohttp.ClientSession, front: str, defect: str | None) -> bytes:
