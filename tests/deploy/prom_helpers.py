@@ -149,33 +149,56 @@ def server_config(workdir: Path, target: str, interval: str) -> Path:
 async def prometheus(workdir: Path, target: str,
                      interval: str = "1s") -> AsyncIterator[PrometheusServer]:
     """`prometheus` on a free loopback port with its own config and storage under `workdir`,
-    ready (`/-/ready`) when yielded; stopped (SIGTERM, then SIGKILL) after."""
+    ready (`/-/ready`) when yielded; stopped (SIGTERM, then SIGKILL) after. A port taken between
+    finding it free and binding it is retried on another."""
     binary = require("prometheus")
     config = server_config(workdir, target, interval)
+    for attempt in range(3):
+        server = _start(binary, config, workdir, attempt)
+        try:
+            async with aiohttp.ClientSession() as client:
+                await _ready(server, client)
+        except PortTaken:
+            _stop(server.process)
+            continue
+        except BaseException:
+            _stop(server.process)
+            raise
+        try:
+            yield server
+        finally:
+            _stop(server.process)
+        return
+    raise RuntimeError("prometheus found no free port in 3 attempts")
+
+
+class PortTaken(Exception):
+    """Prometheus exited because its listen address was in use."""
+
+
+def _start(binary: str, config: Path, workdir: Path, attempt: int) -> PrometheusServer:
     port = free_port()
-    log_path = workdir / "prometheus.log"
+    log_path = workdir / f"prometheus-{attempt}.log"
     argv = [binary, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-            f"--storage.tsdb.path={workdir / 'tsdb'}", "--log.level=info"]
+            f"--storage.tsdb.path={workdir / f'tsdb-{attempt}'}", "--log.level=info"]
     with log_path.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, cwd=workdir,
                                    start_new_session=True)
-    server = PrometheusServer(process, f"http://127.0.0.1:{port}", log_path)
-    try:
-        async with aiohttp.ClientSession() as client:
-            await _ready(server, client)
-        yield server
-    finally:
-        _stop(process)
+    return PrometheusServer(process, f"http://127.0.0.1:{port}", log_path)
 
 
 async def _ready(server: PrometheusServer, client: aiohttp.ClientSession) -> None:
     async with asyncio.timeout(READY_TIMEOUT):
         while True:
             if server.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {server.log_path.read_text()[-3000:]}")
-            with contextlib.suppress(aiohttp.ClientError):
-                async with client.get(server.url + "/-/ready") as response:
+                log = server.log_path.read_text()
+                if "address already in use" in log:
+                    raise PortTaken(log[-500:])
+                raise RuntimeError(f"prometheus exited: {log[-3000:]}")
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with client.get(server.url + "/-/ready",
+                                      timeout=aiohttp.ClientTimeout(total=2)) as response:
                     if response.status == 200:
                         return
             await asyncio.sleep(0.1)
