@@ -4,10 +4,13 @@ scraping a real `calltap serve` (the Debian `prometheus` package, 2.42)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import subprocess
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ from tests.deploy.prom_helpers import (
     require,
     rule_expressions,
 )
-from tests.reliability.harness import launch
+from tests.reliability.harness import Served, launch
 
 from calltap.codes import SEVERITY, Severity
 from calltap.fakes import CHAT_PATH, DEFECT_HEADER, TOOLS_REQUEST, FakeGateway, FakeProvider
@@ -93,6 +96,37 @@ def test_usage_codes_are_the_negotiable_ones() -> None:
     assert fatal.group(1) == usage.group(1)
 
 
+@dataclass
+class Watched:
+    """`calltap serve` between the fake gateway and provider, scraped by a real Prometheus."""
+
+    calltap: Served
+    server: PrometheusServer
+    client: aiohttp.ClientSession
+
+    @property
+    def target(self) -> str:
+        return self.calltap.urls["admin"].removeprefix("http://")
+
+    async def send(self, defect: str | None) -> bytes:
+        return await send(self.client, self.calltap.urls["front"], defect)
+
+
+@contextlib.asynccontextmanager
+async def watched(workdir: Path, **settings: Any) -> AsyncIterator[Watched]:
+    require("prometheus")
+    async with FakeProvider() as provider, FakeGateway() as gateway:
+        calltap = await launch(workdir, workdir / "recordings", gateway=gateway.url,
+                               provider=provider.url, settings=settings)
+        try:
+            gateway.upstream = calltap.urls["back"]
+            target = calltap.urls["admin"].removeprefix("http://")
+            async with prometheus(workdir, target) as server, aiohttp.ClientSession() as client:
+                yield Watched(calltap, server, client)
+        finally:
+            calltap.end()
+
+
 async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
         tmp_path: Path) -> None:
     """A real Prometheus scrapes `calltap serve` every second and evaluates the repo's rules: a
@@ -100,26 +134,19 @@ async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
     CalltapDivergence for TOOL_CALLS_DROPPED (and TOOL_CALL_SET_CHANGED) within seconds, and
     every query of the Grafana dashboard evaluates on that server, its divergence panels showing
     both codes."""
-    require("prometheus")
     started = time.monotonic()
-    async with FakeProvider() as provider, FakeGateway() as gateway:
-        calltap = await launch(tmp_path, tmp_path / "recordings", gateway=gateway.url,
-                               provider=provider.url)
-        try:
-            gateway.upstream = calltap.urls["back"]
-            target = calltap.urls["admin"].removeprefix("http://")
-            async with prometheus(tmp_path, target) as server, aiohttp.ClientSession() as client:
-                await send(client, calltap.urls["front"], defect=None)
-                await server.wait_for(client, 'calltap_pairs_total{verdict="equal"} == 1')
-                await server.evaluated(client, times=2)
-                assert await server.alerts(client) == []
-                sent = time.monotonic()
-                await send(client, calltap.urls["front"], defect="drop-second-call")
-                seen = await watch_divergence(server, client, sent)
-                alerts = await server.alerts(client)
-                panels = await dashboard_results(server, client)
-        finally:
-            calltap.end()
+    async with watched(tmp_path) as run:
+        server, client, target = run.server, run.client, run.target
+        await run.send(defect=None)
+        await server.wait_for(client, 'calltap_pairs_total{verdict="equal"} == 1')
+        await server.evaluated(client, times=2)
+        assert await server.alerts(client) == []
+        sent = time.monotonic()
+        await run.send(defect="drop-second-call")
+        seen = await watch_alert(server, client, sent, "CalltapDivergence",
+                                 {"code": "TOOL_CALLS_DROPPED"}, until="firing")
+        alerts = await server.alerts(client)
+        panels = await dashboard_results(server, client)
     print(f"e2e: {time.monotonic() - started:.1f} s; defect request to pending "
           f"{seen['pending']:.2f} s, to firing {seen['firing']:.2f} s")
     firing = {(a["labels"]["alertname"], a["labels"]["code"]): a for a in alerts}
@@ -160,22 +187,40 @@ async def send(client: aiohttp.ClientSession, front: str, defect: str | None) ->
         return await reply.read()
 
 
-async def watch_divergence(server: PrometheusServer, client: aiohttp.ClientSession,
-                           sent: float) -> dict[str, float]:
-    """Seconds from `sent` until CalltapDivergence{code="TOOL_CALLS_DROPPED"} was first seen
-    pending (or already firing: `for: 0m` skips pending) and firing, polling every 50 ms."""
+async def watch_alert(server: PrometheusServer, client: aiohttp.ClientSession, sent: float,
+                      name: str, labels: dict[str, str], until: str) -> dict[str, float]:
+    """Seconds from `sent` until alert `name` with `labels` was first seen in each state
+    (`pending`; `firing`, which an alert with `for: 0m` reaches without a pending phase) up to
+    state `until`, polling every 50 ms."""
     seen: dict[str, float] = {}
     deadline = sent + ALERT_TIMEOUT
-    while "firing" not in seen:
-        assert time.monotonic() < deadline, f"no firing alert after {ALERT_TIMEOUT} s: {seen}"
+    while until not in seen:
+        assert time.monotonic() < deadline, f"{name} not {until} after {ALERT_TIMEOUT} s: {seen}"
         for alert in await server.alerts(client):
-            labels = alert["labels"]
-            if (labels["alertname"], labels.get("code")) == ("CalltapDivergence",
-                                                             "TOOL_CALLS_DROPPED"):
+            if alert["labels"]["alertname"] == name and labels.items() <= alert["labels"].items():
                 seen.setdefault("pending", time.monotonic() - sent)
-                if alert["state"] == "firing":
-                    seen["firing"] = time.monotonic() - sent
+                seen.setdefault(alert["state"], time.monotonic() - sent)
         await asyncio.sleep(0.05)
     return seen
 
 
+async def test_a_full_quota_holds_recording_paused_pending(tmp_path: Path) -> None:
+    """A quota smaller than one pair: the second request finds it full and recording pauses;
+    CalltapRecordingPaused turns pending in the real Prometheus within seconds (and would fire
+    after its `for: 5m`), while no divergence alert appears."""
+    async with watched(tmp_path, disk_quota_bytes=4096) as run:
+        server, client = run.server, run.client
+        await run.send(defect=None)
+        await server.wait_for(client, 'calltap_pairs_total{verdict="equal"} == 1')
+        assert await server.query(client, "calltap_recording_paused == 1") == []
+        sent = time.monotonic()
+        await run.send(defect=None)
+        seen = await watch_alert(server, client, sent, "CalltapRecordingPaused", {},
+                                 until="pending")
+        (alert,) = await server.alerts(client)
+    print(f"recording paused: request to pending {seen['pending']:.2f} s")
+    assert alert["state"] == "pending"
+    assert alert["labels"] == {"alertname": "CalltapRecordingPaused", "severity": "warning",
+                               "job": "calltap", "instance": run.target}
+    assert alert["annotations"]["summary"] == (
+        f"calltap on {run.target} relays without recording")
