@@ -109,7 +109,8 @@ class Container:
                 *(f"--env={key}={value}" for key, value in settings.items()), image]
 
     async def wait_healthy(self) -> dict[str, Any]:
-        """The /healthz answer, once the admin listener gives one."""
+        """The /healthz answer, once the admin listener gives one; fails at once with calltap's
+        output when the container has exited instead."""
         deadline = asyncio.get_running_loop().time() + START_TIMEOUT
         async with aiohttp.ClientSession() as session:
             while True:
@@ -119,7 +120,8 @@ class Container:
                             return await reply.json()
                 except aiohttp.ClientConnectionError:
                     pass
-                if asyncio.get_running_loop().time() > deadline:
+                running = await podman("inspect", "--format", "{{.State.Running}}", self.name)
+                if running.stdout != "true" or asyncio.get_running_loop().time() > deadline:
                     logs = await podman("logs", self.name)
                     pytest.fail(f"calltap in {self.name} never answered /healthz:\n"
                                 f"{logs.stdout[-3000:]}\n{logs.stderr[-3000:]}")
