@@ -51,7 +51,10 @@ def image(podman_available: None) -> str:
                                cwd=ROOT, env=PODMAN_ENV, capture_output=True, text=True,
                                timeout=900)
         if built.returncode != 0:
-            pytest.fail(f"make image failed:\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}")
+            hint = "" if os.environ.get("IMAGE_BASE") else (
+                "\nNo registry reachable? `make image-base`, then set"
+                " IMAGE_BASE=localhost/calltap-base:bookworm (CI does).")
+            pytest.fail(f"make image failed:\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}{hint}")
         remove_older_test_images(tag)
     return tag
 
