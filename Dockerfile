@@ -28,10 +28,14 @@ FROM base
 # temporary directory. /dev/shm is the one tmpfs every runtime gives a container (multiprocessing
 # needs it for its semaphores anyway), so a root filesystem mounted read-only without a writable
 # /tmp (Kubernetes' readOnlyRootFilesystem, podman --read-only --read-only-tmpfs=false) still works.
+# XDG_CACHE_HOME: the view's index and, with a bucket, its local copy of the bucket (which serve
+# creates at start) live in the user's cache directory; the user has no home, so they go to the
+# recordings volume, which holds no capture when a bucket is used, and whose readers skip them.
 ENV PATH=/opt/calltap/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     TMPDIR=/dev/shm \
+    XDG_CACHE_HOME=/recordings/.cache \
     CALLTAP_RECORDINGS=/recordings \
     CALLTAP_SPOOL=/spool \
     CALLTAP_FRONT=0.0.0.0:8700 \

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import orjson
 from image_helpers import UID, Container, podman, podman_sync
+from tests.support.s3 import S3Server, s3_server
 
 from calltap.fakes import FakeProvider
 from calltap.fakes.provider import CHAT_PATH, TOOLS_REQUEST
@@ -90,6 +91,45 @@ async def test_relays_byte_identical_and_records_on_the_volume(calltap_in_image)
         assert pair["comparison"]["verdict"] == "equal"
         assert pair["legs"]["downstream"]["bytes"] == len(body)
         assert_private(container.recordings)
+
+
+async def stored_pair(s3: S3Server, bucket: str, request_id: str) -> dict[str, bytes]:
+    """The objects of `request_id`'s pair by file name, once pair.json (stored last) is there."""
+    deadline = time.monotonic() + PAIR_TIMEOUT
+    while time.monotonic() < deadline:
+        objects = await asyncio.to_thread(s3.objects, bucket)
+        mine = {key.rsplit("/", 1)[1]: data for key, data in objects.items()
+                if key.split("/")[-2] == request_id}
+        if "pair.json" in mine:
+            return mine
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{request_id}'s pair.json never reached bucket {bucket}")
+
+
+async def test_records_to_a_bucket_through_the_spool_volume(
+    calltap_in_image, tmp_path: Path,
+) -> None:
+    """With a bucket, captures are written to /spool first: the pair reaches the bucket only if
+    the spool volume is writable. serve also makes the view's copy of the bucket at start, in
+    the user's cache directory, which the image puts on the recordings volume."""
+    with s3_server(tmp_path) as s3:
+        bucket = s3.bucket()
+        settings = {"CALLTAP_RECORDINGS": f"s3://{bucket}/image", **s3.environ}
+        async with FakeProvider() as provider, calltap_in_image(provider.url, **settings) as (
+            container
+        ):
+            health = await container.wait_healthy()
+            assert health["store"]["reachable"] is True
+            status, body = await send(container, "image-bucket-1")
+            stored = await stored_pair(s3, bucket, "image-bucket-1")
+
+    assert status == 200
+    assert stored["downstream.sse"] == body
+    assert orjson.loads(stored["pair.json"])["comparison"]["verdict"] == "equal"
+    assert [path.name for path in container.recordings.iterdir()] == [".cache"]
+    (day,) = container.spool.iterdir()
+    assert (stat.S_IMODE(day.stat().st_mode), day.stat().st_uid) == (0o700, UID)
+    assert not any(day.iterdir())  # the capture was written there, and deleted once stored
 
 
 WRITE_EVERYWHERE = """
