@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
-from image_helpers import (
+from tests.deploy.image_helpers import (
     IMAGE_REPOSITORY,
     PODMAN,
     PODMAN_ENV,

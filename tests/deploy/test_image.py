@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from image_helpers import UID, Container, podman, podman_sync
+from tests.deploy.image_helpers import UID, Container, podman, podman_sync
 from tests.support.s3 import S3Server, s3_server
 
 from calltap.fakes import FakeProvider
