@@ -17,8 +17,30 @@ GW_STAMPS   := $(foreach release,$(GW_RELEASES),.venv-gw-$(release)/.installed)
 MUTATION_STAMP    := $(VENV)/.mutation-installed
 MUTANTS           ?=
 MUTATION_CHILDREN ?= $(shell nproc)
+# `make image` builds the Dockerfile as IMAGE with podman (docker where podman is missing); see
+# docs/image.md. IMAGE_BASE builds it on a local image instead of python:3.11-slim: `make
+# image-base` makes one from Debian packages (as IMAGE_BASE_TAG) for machines that reach no
+# registry, as CI. CA_BUNDLE, when it names a file, is handed to the build as the secret `ca`: pip
+# trusts it behind a TLS-intercepting proxy, and it never enters a layer.
+CONTAINER      ?= $(if $(shell command -v podman),podman,docker)
+IMAGE          ?= localhost/calltap:latest
+IMAGE_BASE     ?=
+IMAGE_BASE_TAG ?= localhost/calltap-base:bookworm
+CA_BUNDLE      ?= $(or $(PIP_CERT),$(SSL_CERT_FILE))
+comma := ,
+ifeq ($(notdir $(CONTAINER)),podman)
+# chroot isolation: RUN steps need no OCI runtime (podman's default one cannot raise rlimits on
+# some VMs); docker format: an OCI image would drop the HEALTHCHECK.
+IMAGE_BUILD = $(CONTAINER) build --isolation chroot --format docker $(if $(IMAGE_BASE),--from $(IMAGE_BASE))
+else
+IMAGE_BUILD = DOCKER_BUILDKIT=1 $(CONTAINER) build \
+	$(if $(IMAGE_BASE),--build-context base=docker-image://$(IMAGE_BASE))
+endif
+# The base: Debian bookworm's python3 (3.11) and venv module, without docs, man pages and locales.
+IMAGE_BASE_PACKAGES := python3,python3-venv,ca-certificates
+IMAGE_BASE_PATH     := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-.PHONY: demo test lint docs-check bench reliability litellm gateway-bugs mutation clean
+.PHONY: demo test lint docs-check bench reliability litellm gateway-bugs mutation clean image image-base
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +96,23 @@ mutation: $(MUTATION_STAMP)
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children $(MUTATION_CHILDREN) $(MUTANTS)
 	$(BIN)/python tools/mutation_scores.py
+
+image:
+	$(IMAGE_BUILD) $(if $(wildcard $(CA_BUNDLE)),--secret id=ca$(comma)src=$(CA_BUNDLE)) --tag $(IMAGE) .
+
+# Built once: an existing IMAGE_BASE_TAG is kept (remove it to build it again).
+image-base:
+	@if $(CONTAINER) image inspect $(IMAGE_BASE_TAG) >/dev/null 2>&1; then \
+		echo "$(IMAGE_BASE_TAG) exists"; \
+	else \
+		rootfs=$$(mktemp -d) && \
+		mmdebstrap --variant=minbase --include=$(IMAGE_BASE_PACKAGES) \
+			--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+			bookworm $$rootfs/rootfs.tar && \
+		$(CONTAINER) import --change 'ENV PATH=$(IMAGE_BASE_PATH)' $$rootfs/rootfs.tar $(IMAGE_BASE_TAG); \
+		status=$$?; rm -rf $$rootfs; exit $$status; \
+	fi
 
 clean:
 	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
