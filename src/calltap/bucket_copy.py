@@ -60,15 +60,17 @@ def default_copy_location(url: str) -> Path:
 
 
 class BucketCopy:
-    """A local copy of the pairs under `url`, at `root`."""
+    """A local copy of the pairs under `url`, at `root`. Nothing is made on disk before the
+    first copy: `calltap serve` makes one at start for its view, and a root it cannot write
+    (a read-only filesystem) must cost it the view, never the relay."""
 
     def __init__(self, url: str, root: Path) -> None:
         self.url = url
         self.root = root
         self.storage = Storage(url)
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._cursor_file = root / CURSOR
-        self.cursor = self._cursor_file.read_text() if self._cursor_file.is_file() else None
+        self.cursor: str | None = None
+        self._opened = False
         self._relisted_at = float("-inf")
         self._synced_at = float("-inf")
         self._filling: asyncio.Task[int] | None = None
@@ -80,6 +82,14 @@ class BucketCopy:
         self.days_to_fill = 0
         """While the first fill runs: the days not copied yet."""
 
+    def _open(self) -> None:
+        """The root made (0700) and the cursor of an earlier run read, once."""
+        if not self._opened:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if self._cursor_file.is_file():
+                self.cursor = self._cursor_file.read_text()
+            self._opened = True
+
     @property
     def filling(self) -> bool:
         """Whether the first fill of the copy is running in the background."""
@@ -89,6 +99,7 @@ class BucketCopy:
         """What the view calls before each refresh: on an empty copy, the first fill started in
         the background and waited for until it has the newest page of pairs (the view serves
         what is copied so far while older ones arrive); later a sync without response bodies."""
+        self._open()
         if self._filling is not None:
             if not self._filling.done():
                 return
@@ -115,6 +126,7 @@ class BucketCopy:
         """Copy what is new in the bucket (at most once every SYNC_INTERVAL unless `force`),
         with the response bodies or not; the pairs copied. With `bodies`, the pairs an earlier
         sync copied without theirs are completed too."""
+        self._open()
         if not force and time.monotonic() - self._synced_at < SYNC_INTERVAL:
             return 0
         self._synced_at = time.monotonic()
@@ -194,6 +206,7 @@ class BucketCopy:
                         bodies: bool = True) -> Path | None:
         """Copy `<day>/<key>` (its listed files, or all of them; without the response bodies
         unless `bodies`); its local directory, or None when the bucket has no pair.json there."""
+        self._open()
         if names is None:
             names = [key.rsplit("/", 1)[1] async for page in
                      self.storage.keys_after(None, prefix=pair + "/") for key in page]

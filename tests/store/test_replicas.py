@@ -4,6 +4,7 @@ compared, and two replicas given the same client request id never overwrite each
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
+import pytest
 from tests.reliability.harness import streaming_provider
 from tests.store.replicas import bucket_pairs, pair_json, replica
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server, free_port
@@ -79,3 +81,23 @@ def readers_see_every_replica(url: str, endpoint: str, workdir: Path, count: int
             assert len(listed["pairs"]) == count
         finally:
             view.terminate()
+
+
+async def test_a_view_copy_it_cannot_write_costs_serve_the_view_not_the_relay(
+        s3: S3Server, store: FaultyStore, workdir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only root (a container's, a pod's) where the view's bucket copy would go: serve
+    starts, relays and uploads, and `/ui/` still answers."""
+    blocked = workdir / "not-a-directory"
+    blocked.write_bytes(b"")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    bucket = s3.bucket()
+    async with streaming_provider() as provider, \
+            replica(workdir, "a", provider, f"s3://{bucket}/staging") as a, \
+            aiohttp.ClientSession() as client:
+        body = await a.send(client, "cache-blocked")
+        assert hashlib.sha256(body).hexdigest() == provider.sent["cache-blocked"].sha256
+        await a.settled(client, 1)
+        async with client.get(a.calltap.urls["admin"] + "/ui/") as page:
+            assert page.status == 200
+    assert [key.split("/")[1] for key in bucket_pairs(s3, bucket, "staging")] == ["cache-blocked"]

@@ -74,7 +74,9 @@ class ViewState:
             if not force and loop.time() - self._refreshed_at < REFRESH_INTERVAL:
                 return
             if self.settings.bucket is not None:
-                with contextlib.suppress(StoreError):
+                # The store or the copy's disk failing costs the list its newest pairs, never
+                # the page (nor, under serve, the relay).
+                with contextlib.suppress(StoreError, OSError):
                     await self.settings.bucket.follow()
             await self.run(PairIndex.refresh)
             self._refreshed_at = loop.time()
