@@ -1,9 +1,11 @@
 """A bucket's pairs brought into a local recordings tree, so that every reader (the view's index,
 `scan`, `report`, `replay`) reads a bucket as it reads a directory.
 
-The first sync of an empty copy fills it newest day first, each day's pairs newest first, so the
-view's first page (the newest pairs) is there while older days are still being copied; the view
-runs that fill in the background (`follow`) and says how far it got. After it, `sync()` lists the
+The first sync of an empty copy copies the newest `FIRST_PAGE` pairs (found by listing the newest
+days one level deep: a name a pair, not a name a file), then every day, newest first, each day's
+pairs newest first. The view runs its syncs in the background (`follow`) and serves what is
+copied so far: only the first page of an empty copy waits, for those newest pairs (or
+`FIRST_PAGE_WAIT` seconds), and the list says how far the fill got. After it, `sync()` lists the
 bucket's keys after the last one it has seen (keys sort by day and by time-sortable id) and copies
 each pair that listing finds whole: pair.json is uploaded last, so a pair whose pair.json is not
 listed yet is left for the next sync, and the cursor stays before it. Client-given request ids do
@@ -13,9 +15,8 @@ copied.
 
 The view copies, of each pair, pair.json and the client's request (what its list reads: the model
 comes from the request) and fetches the other files when the pair is opened (`complete`); until
-then the directory holds `BODIES_PENDING`, the names still in the bucket. Its first page waits
-for the newest `FIRST_PAGE` pairs (or `FIRST_PAGE_WAIT` seconds), not for the whole bucket. The
-commands copy whole pairs. pair.json is written after every other file a copy brings, so a
+then the directory holds `BODIES_PENDING`, the names still in the bucket. The commands copy
+whole pairs. pair.json is written after every other file a copy brings, so a
 reader never finds a pair half copied. Files are 0600 in directories 0700, as calltap writes a
 tree.
 """
@@ -73,16 +74,13 @@ class BucketCopy:
         self._opened = False
         self._relisted_at = float("-inf")
         self._synced_at = float("-inf")
-        self._filling: asyncio.Task[int] | None = None
+        self._following: asyncio.Task[int] | None = None
+        """The view's sync (the first fill included) running in the background."""
         self._first_page = asyncio.Event()
-        self._unplanned = 0
-        """Of the first fill's newest FIRST_PAGE pairs, those not handed to a copy yet."""
-        self._leading: set[str] = set()
-        """Of those, the ones handed to a copy and not copied yet."""
         self.days_to_fill = 0
         """While the first fill runs: the days not copied yet."""
 
-    def _open(self) -> None:
+    def open(self) -> None:
         """The root made (0700) and the cursor of an earlier run read, once."""
         if not self._opened:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -93,40 +91,39 @@ class BucketCopy:
     @property
     def filling(self) -> bool:
         """Whether the first fill of the copy is running in the background."""
-        return self._filling is not None and not self._filling.done()
+        return self.cursor is None and self._following is not None and not self._following.done()
 
     async def follow(self) -> None:
-        """What the view calls before each refresh: on an empty copy, the first fill started in
-        the background and waited for until it has the newest page of pairs (the view serves
-        what is copied so far while older ones arrive); later a sync without response bodies."""
-        self._open()
-        if self._filling is not None:
-            if not self._filling.done():
+        """What the view calls before each refresh: a sync without response bodies started in
+        the background, so that no page waits on the store (the view serves what is copied so
+        far), except the first fill of an empty copy, waited for until it holds the newest
+        page of pairs (or FIRST_PAGE_WAIT seconds)."""
+        self.open()
+        if self._following is not None:
+            if not self._following.done():
                 return
-            ended, self._filling = self._filling, None
+            ended, self._following = self._following, None
             if not ended.cancelled():
-                ended.exception()  # a fill the store cut short starts again below
-        if self.cursor is None:
-            self._unplanned, self._leading = FIRST_PAGE, set()
-            self._filling = asyncio.get_running_loop().create_task(self.sync(bodies=False))
+                ended.exception()  # a sync the store cut short starts again below
+        first = self.cursor is None
+        self._following = asyncio.get_running_loop().create_task(self.sync(bodies=False))
+        if first:
             page = asyncio.get_running_loop().create_task(self._first_page.wait())
-            await asyncio.wait((self._filling, page), timeout=FIRST_PAGE_WAIT,
+            await asyncio.wait((self._following, page), timeout=FIRST_PAGE_WAIT,
                                return_when=asyncio.FIRST_COMPLETED)
             page.cancel()
-            return
-        await self.sync(bodies=False)
 
     async def close(self) -> None:
-        if self._filling is not None:
-            self._filling.cancel()
+        if self._following is not None:
+            self._following.cancel()
             with contextlib.suppress(BaseException):
-                await self._filling
+                await self._following
 
     async def sync(self, *, force: bool = False, bodies: bool = True) -> int:
         """Copy what is new in the bucket (at most once every SYNC_INTERVAL unless `force`),
         with the response bodies or not; the pairs copied. With `bodies`, the pairs an earlier
         sync copied without theirs are completed too."""
-        self._open()
+        self.open()
         if not force and time.monotonic() - self._synced_at < SYNC_INTERVAL:
             return 0
         self._synced_at = time.monotonic()
@@ -144,10 +141,12 @@ class BucketCopy:
         return copied
 
     async def _fill(self, bodies: bool) -> int:
-        """The first copy: every day, newest first; the cursor is set once all are copied."""
+        """The first copy: the newest page of pairs, then every day, newest first; the cursor is
+        set once all are copied."""
         days = [day for day in await self.storage.folders() if recordings.is_day(day)]
+        copied = await self._copy_newest_page(days, bodies)
         self.days_to_fill = len(days)
-        copied, cursor = 0, None
+        cursor = None
         for day in reversed(days):
             keys = [key async for page in self.storage.keys_after(None, prefix=day + "/")
                     for key in page]
@@ -158,6 +157,27 @@ class BucketCopy:
         self._relisted_at = time.monotonic()
         self._advance(cursor)
         return copied
+
+    async def _copy_newest_page(self, days: list[str], bodies: bool) -> int:
+        """The newest FIRST_PAGE pairs, found by listing the newest days one level deep (a name a
+        pair, where the whole listing has a name a file) and copied first; then the first page
+        is there."""
+        newest: list[str] = []
+        for day in reversed(days):
+            pairs = [name for name in await self.storage.folders(day + "/")
+                     if recordings.is_key(name)]
+            newest += [f"{day}/{pair}" for pair in reversed(pairs)][:FIRST_PAGE - len(newest)]
+            if len(newest) >= FIRST_PAGE:
+                break
+        copies = [pair for pair in newest
+                  if not (self.root / pair / recordings.PAIR_JSON).is_file()]
+        done: list[Path | None] = []
+        await _gathered(lambda pair: self._copy_into(done, pair, bodies), copies)
+        self._first_page.set()
+        return sum(directory is not None for directory in done)
+
+    async def _copy_into(self, done: list[Path | None], pair: str, bodies: bool) -> None:
+        done.append(await self.copy_pair(pair, bodies=bodies))
 
     def _advance(self, cursor: str | None) -> None:
         if cursor is not None and cursor != self.cursor:
@@ -188,25 +208,14 @@ class BucketCopy:
                 cursor = min(cursor, pair) if cursor is not None else pair
             elif not (self.root / pair / recordings.PAIR_JSON).is_file():
                 whole.append((pair, names))
-        leading = whole[:self._unplanned]
-        self._unplanned -= len(leading)
-        self._leading.update(pair for pair, _ in leading)
-        await _gathered(lambda item: self._copy_leading(*item, bodies=bodies), whole)
+        await _gathered(lambda item: self.copy_pair(*item, bodies=bodies), whole)
         return len(whole), cursor
-
-    async def _copy_leading(self, pair: str, names: list[str], *, bodies: bool) -> None:
-        """`copy_pair`, and the first page is there once the newest pairs of a fill are."""
-        await self.copy_pair(pair, names, bodies=bodies)
-        if pair in self._leading:
-            self._leading.discard(pair)
-            if not self._leading and not self._unplanned:
-                self._first_page.set()
 
     async def copy_pair(self, pair: str, names: list[str] | None = None, *,
                         bodies: bool = True) -> Path | None:
         """Copy `<day>/<key>` (its listed files, or all of them; without the response bodies
         unless `bodies`); its local directory, or None when the bucket has no pair.json there."""
-        self._open()
+        self.open()
         if names is None:
             names = [key.rsplit("/", 1)[1] async for page in
                      self.storage.keys_after(None, prefix=pair + "/") for key in page]

@@ -61,8 +61,12 @@ def run(args: argparse.Namespace) -> int:
             url = str(BucketURL.parse(args.directory))
             copy = BucketCopy(url, default_copy_location(url))
             asyncio.run(copy.storage.check())
+            copy.open()
         except (StoreError, ValueError) as error:
             return usage_error("view", f"cannot read '{args.directory}': {error}")
+        except OSError as error:
+            return usage_error("view", f"cannot keep a copy of '{args.directory}' in "
+                                       f"{copy.root}: {error.strerror}")
     root = copy.root if copy is not None else Path(args.directory)
     if not root.is_dir():
         reason = "no such directory" if not root.exists() else "not a directory"
