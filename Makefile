@@ -11,6 +11,10 @@ LITELLM_STAMP := $(LITELLM_VENV)/.installed
 # tests/with_gateway_bugs/releases/<release>/requirements.txt.
 GW_RELEASES := $(notdir $(wildcard tests/with_gateway_bugs/releases/*))
 GW_STAMPS   := $(foreach release,$(GW_RELEASES),.venv-gw-$(release)/.installed)
+# tests/with_portkey runs the Portkey gateway (Node.js) from node_modules of its own, installed by
+# `npm ci` from the committed package-lock.json; skipped with a reason before `make portkey`.
+PORTKEY_DIR   := tests/with_portkey/gateway
+PORTKEY_STAMP := $(PORTKEY_DIR)/node_modules/.installed
 # `make mutation` adds mutmut (the `mutation` extra) to .venv; [tool.mutmut] in pyproject.toml says
 # what it mutates and which tests it runs. MUTANTS narrows a run to some mutant names, for example
 # MUTANTS='calltap.sse.*'; MUTATION_CHILDREN is how many mutants run at once.
@@ -18,7 +22,7 @@ MUTATION_STAMP    := $(VENV)/.mutation-installed
 MUTANTS           ?=
 MUTATION_CHILDREN ?= $(shell nproc)
 
-.PHONY: demo test lint bench reliability litellm gateway-bugs mutation clean
+.PHONY: demo test lint bench reliability litellm gateway-bugs portkey mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +51,13 @@ litellm: $(LITELLM_STAMP)
 
 gateway-bugs: $(GW_STAMPS)
 
+# No install scripts run: the gateway's own (patch-package) patches nothing in its published build.
+$(PORTKEY_STAMP): $(PORTKEY_DIR)/package.json $(PORTKEY_DIR)/package-lock.json
+	cd $(PORTKEY_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $(PORTKEY_STAMP)
+
+portkey: $(PORTKEY_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/calltap demo
 
@@ -71,5 +82,5 @@ mutation: $(MUTATION_STAMP)
 	$(BIN)/python tools/mutation_scores.py
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
+	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* $(PORTKEY_DIR)/node_modules build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
 		mutants
