@@ -22,7 +22,12 @@ from calltap.fakes.provider import (
     WEATHER_TOOL,
     FakeProvider,
 )
-from calltap.fakes.variants import ERROR_HEADER, GEMINI_CALLS_HEADER, VariantProvider
+from calltap.fakes.variants import (
+    ERROR_HEADER,
+    GEMINI_CALLS_HEADER,
+    SPLIT_HEADER,
+    VariantProvider,
+)
 from dialect_helpers import codes, read
 from fake_helpers import EXPECTED_CALLS, post
 
@@ -113,3 +118,17 @@ async def test_without_the_headers_the_answer_is_the_fake_providers(
     _, body = await post(client, variant.url + path, request)
 
     assert body == expected
+
+
+async def test_a_split_answer_arrives_in_reads_that_end_k_bytes_into_each_event(
+    variant: VariantProvider, client: aiohttp.ClientSession
+) -> None:
+    path, request = ROUTES["converse"]
+    _, whole = await post(client, variant.url + path, request)
+    async with client.post(variant.url + path, data=orjson.dumps(request),
+                           headers={SPLIT_HEADER: "2"}) as reply:
+        reads = [piece async for piece in reply.content.iter_any()]
+
+    assert b"".join(reads) == whole
+    assert len(reads) == 2 * read(whole, path=path, status=200).events
+    assert all(len(piece) == 2 for piece in reads[::2])

@@ -16,7 +16,7 @@ route would not pass silently.
 from __future__ import annotations
 
 import pytest
-from portkey_stack import ROUTES, Stack, parsed
+from portkey_stack import ROUTES, Sent, Stack, parsed
 from tests.with_litellm.litellm_stack import (
     CLOCK,
     INDEXES_RENUMBERED,
@@ -26,7 +26,7 @@ from tests.with_litellm.litellm_stack import (
     question,
 )
 
-from calltap.fakes.variants import GEMINI_CALLS_HEADER
+from calltap.fakes.variants import GEMINI_CALLS_HEADER, SPLIT_HEADER
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -147,3 +147,40 @@ async def test_gemini_calls_streamed_apart_merge_into_one(forwarding: Stack) -> 
     assert [(call["index"], call["function"]["name"]) for call in deltas] == [
         (0, "weather"), (0, "clock")]
     assert deltas[0]["id"] != deltas[1]["id"]
+
+
+async def test_bedrock_read_boundary_inside_a_length_prefix_empties_the_stream(
+    forwarding: Stack,
+) -> None:
+    """Portkey's event-stream reader takes a frame's length from the first 4 bytes of whatever
+    it holds, even when a network read ended before all 4 arrived: it then parses an empty
+    payload, throws, and closes the client's stream as if it had ended. Each event here reaches
+    it in two reads, 2 bytes then the rest (how many events get through first depends on how
+    the reads coalesce on the way; usually none, and the client gets HTTP 200 with an empty
+    body): the client never sees both calls, a finish reason or `[DONE]`."""
+    sent = await parallel_calls_split(forwarding, "bedrock-split-2", 2)
+
+    assert len(sent.reply.tool_calls) < 2 and sent.reply.finish_reason is None
+    downstream = forwarding.leg_file(sent, "downstream")
+    assert b"[DONE]" not in downstream and b"finish_reason\":\"tool_calls" not in downstream
+    assert sent.pair["legs"]["downstream"]["status"] == 200
+    comparison = sent.pair["comparison"]
+    assert comparison["verdict"] == "diverged"
+    assert {"DONE_MISSING", "USAGE_MISSING"} <= forwarding.codes(sent)
+    assert forwarding.codes(sent) & {"CHOICE_DROPPED", "TOOL_CALLS_DROPPED"}
+    assert (comparison["upstream"]["tool_calls"], comparison["upstream"]["findings"]) == (2, [])
+    assert "Error during stream processing: bedrock SyntaxError" in forwarding.portkey.log_tail()
+
+
+async def test_bedrock_read_boundary_after_the_length_prefix_is_equal(forwarding: Stack) -> None:
+    """The same answer in reads that end 4 bytes into each event: the length is whole, and
+    Portkey waits for the rest of the frame."""
+    sent = await parallel_calls_split(forwarding, "bedrock-split-4", 4)
+
+    assert sent.reply.calls() == PARALLEL_CALLS
+    forwarding.expect_equal(sent, "bedrock", stream=True, pairing="header")
+
+
+async def parallel_calls_split(stack: Stack, request_id: str, at: int) -> Sent:
+    return await stack.chat("bedrock", request_id, messages=question(), tools=[WEATHER, CLOCK],
+                            extra={SPLIT_HEADER: str(at)}, **STREAM)

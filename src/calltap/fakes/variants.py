@@ -1,5 +1,5 @@
-"""A provider whose answer a request can vary by header: a stream cut by an error event, or
-Gemini's parallel calls streamed one per chunk.
+"""A provider whose answer a request can vary by header: a stream cut by an error event,
+Gemini's parallel calls streamed one per chunk, or every event split across two network reads.
 
 `VariantProvider` answers as `FakeProvider` does, except:
 
@@ -18,6 +18,10 @@ Gemini's parallel calls streamed one per chunk.
   Other dialects ignore the header.
 - a Gemini stream request carrying `X-Fake-Provider-Gemini-Calls: apart` gets each parallel call
   in a chunk of its own (`calltap.fakes.gemini.stream_calls_apart`), as Gemini also streams them.
+- a streamed request carrying `X-Fake-Provider-Split: K` gets each event in two writes, its first
+  K bytes then the rest, `SPLIT_PAUSE` apart (as every write): the reader sees a read boundary K
+  bytes into every event, as a TLS record or TCP segment boundary may fall anywhere. The bytes
+  are the same; only where reads end differs.
 
 The headers reach the provider from a client only through a gateway that forwards them
 (Portkey's `x-portkey-forward-headers`, LiteLLM's `forward_client_headers_to_llm_api`).
@@ -35,6 +39,10 @@ from calltap.fakes.provider import CHAT_PATH, Dialect, Exchange, FakeProvider
 
 ERROR_HEADER = "X-Fake-Provider-Error"
 GEMINI_CALLS_HEADER = "X-Fake-Provider-Gemini-Calls"
+SPLIT_HEADER = "X-Fake-Provider-Split"
+SPLIT_PAUSE = 0.02
+"""Seconds between two writes of a split answer: long enough for each to reach the reader (and
+each relay between) as a read of its own."""
 OVERLOADED = "Overloaded"
 ERROR_EVENTS = {
     anthropic_messages.PATH: anthropic_messages.event(
@@ -59,10 +67,16 @@ class VariantProvider(FakeProvider):
         return await super()._answer(dialect, request)
 
     async def _stream(
-        self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes]
+        self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes],
+        *, pause: float | None = None,
     ) -> web.StreamResponse:
         cut = request.headers.get(ERROR_HEADER)
         error = ERROR_EVENTS.get(dialect.path)
         if cut is not None and error is not None:
             events = [*events[: int(cut)], error]
-        return await super()._stream(request, exchange, dialect, events)
+        split = request.headers.get(SPLIT_HEADER)
+        if split is None:
+            return await super()._stream(request, exchange, dialect, events, pause=pause)
+        at = int(split)
+        pieces = [piece for event in events for piece in (event[:at], event[at:]) if piece]
+        return await super()._stream(request, exchange, dialect, pieces, pause=SPLIT_PAUSE)
