@@ -184,3 +184,23 @@ async def test_bedrock_read_boundary_after_the_length_prefix_is_equal(forwarding
 async def parallel_calls_split(stack: Stack, request_id: str, at: int) -> Sent:
     return await stack.chat("bedrock", request_id, messages=question(), tools=[WEATHER, CLOCK],
                             extra={SPLIT_HEADER: str(at)}, **STREAM)
+
+
+@pytest.mark.parametrize(("route", "raw"),
+                         [("anthropic", "tool_use"), ("bedrock", "tool_use"), ("google", "STOP")])
+async def test_strict_compliance_off_passes_provider_finish_reasons(
+    forwarding: Stack, route: str, raw: str
+) -> None:
+    """`x-portkey-strict-open-ai-compliance: false` (strict is the default) hands the provider's
+    own finish reason to an OpenAI client (`transformFinishReason` in src/providers/utils.ts
+    maps it only when strict): the client waits for `tool_calls` and reads `tool_use`."""
+    sent = await forwarding.chat(route, f"loose-{route}", messages=question(),
+                                 tools=[WEATHER, CLOCK],
+                                 extra={"x-portkey-strict-open-ai-compliance": "false"})
+
+    assert sent.reply.calls() == PARALLEL_CALLS
+    assert sent.reply.finish_reason == raw
+    (changed,) = [f for f in forwarding.expect_diverged(sent, {"FINISH_REASON_CHANGED"}
+                                                         | set(COSMETIC.get(route, ())))
+                  if f["code"] == "FINISH_REASON_CHANGED"]
+    assert changed["detail"].endswith(f"-> {raw}")
