@@ -40,6 +40,7 @@ from tests.with_litellm.litellm_stack import (
 
 from calltap.config import Config
 from calltap.fakes.variants import VariantProvider
+from calltap.proxy.app import Calltap
 
 HERE = Path(__file__).resolve().parent
 GATEWAY_DIR = HERE / "gateway"
@@ -196,7 +197,7 @@ class Stack:
     `x-portkey-forward-headers`."""
 
     provider: VariantProvider
-    tap: Any
+    tap: Calltap
     portkey: Portkey
     log: LogLines
     client: openai.AsyncOpenAI
@@ -298,8 +299,6 @@ class Stack:
 @asynccontextmanager
 async def open_stack(name: str, directory: Path, *, forward: bool) -> AsyncIterator[Stack]:
     """Start the fake provider, calltap and Portkey; stop them in reverse order."""
-    from calltap.proxy.app import Calltap
-
     port = free_port()
     log = LogLines()
     async with VariantProvider() as provider:
