@@ -22,17 +22,9 @@ import pytest
 from portkey_stack import Stack, parsed
 from tests.with_litellm.litellm_stack import CLOCK, STREAM, WEATHER, question
 
-from calltap.codes import Code
 from calltap.fakes.variants import ERROR_HEADER
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-needs_choice_index_missing = pytest.mark.xfail(
-    "CHOICE_INDEX_MISSING" not in Code.__members__, strict=True, raises=AssertionError,
-    reason="the comparator does not have CHOICE_INDEX_MISSING yet: the pair diverges on the"
-           " other codes, and calltap does not name the choice without an index")
-"""Until the comparator has the code, the test must fail on exactly that (strict), and once it
-has it, the test runs as written."""
 
 
 async def cut(stack: Stack, route: str, request_id: str, events: int, **request: object) -> object:
@@ -52,7 +44,6 @@ async def test_openai_error_payload_reaches_the_client(forwarding: Stack) -> Non
     assert forwarding.log.lines("divergence", "error-openai") == []
 
 
-@needs_choice_index_missing
 async def test_anthropic_error_becomes_a_choice_without_index(forwarding: Stack) -> None:
     sent = await cut(forwarding, "anthropic", "error-anthropic", 9, tools=[WEATHER, CLOCK])
 
