@@ -11,6 +11,10 @@ LITELLM_STAMP := $(LITELLM_VENV)/.installed
 # tests/with_gateway_bugs/releases/<release>/requirements.txt.
 GW_RELEASES := $(notdir $(wildcard tests/with_gateway_bugs/releases/*))
 GW_STAMPS   := $(foreach release,$(GW_RELEASES),.venv-gw-$(release)/.installed)
+# tests/with_portkey runs the Portkey gateway (Node.js) from node_modules of its own, installed by
+# `npm ci` from the committed package-lock.json; skipped with a reason before `make portkey`.
+PORTKEY_DIR   := tests/with_portkey/gateway
+PORTKEY_STAMP := $(PORTKEY_DIR)/node_modules/.installed
 # `make mutation` adds mutmut (the `mutation` extra) to .venv; [tool.mutmut] in pyproject.toml says
 # what it mutates and which tests it runs. MUTANTS narrows a run to some mutant names, for example
 # MUTANTS='calltap.sse.*'; MUTATION_CHILDREN is how many mutants run at once.
@@ -40,7 +44,8 @@ endif
 IMAGE_BASE_PACKAGES := python3,python3-venv,ca-certificates
 IMAGE_BASE_PATH     := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-.PHONY: demo test lint docs-check bench reliability litellm gateway-bugs mutation clean image image-base
+.PHONY: demo test lint docs-check bench reliability litellm gateway-bugs portkey mutation clean \
+	image image-base
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +73,13 @@ litellm: $(LITELLM_STAMP)
 	touch $@
 
 gateway-bugs: $(GW_STAMPS)
+
+# No install scripts run: the gateway's own (patch-package) patches nothing in its published build.
+$(PORTKEY_STAMP): $(PORTKEY_DIR)/package.json $(PORTKEY_DIR)/package-lock.json
+	cd $(PORTKEY_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $(PORTKEY_STAMP)
+
+portkey: $(PORTKEY_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/calltap demo
@@ -115,5 +127,5 @@ image-base:
 	fi
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
+	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* $(PORTKEY_DIR)/node_modules build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
 		mutants

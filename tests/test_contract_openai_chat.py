@@ -100,7 +100,8 @@ def test_a_call_whose_id_and_name_come_only_in_a_later_fragment_takes_them() -> 
     assert call.position == positions(body)[0]
 
 
-def test_a_choice_without_an_integer_index_is_choice_zero() -> None:
+def test_a_choice_without_an_integer_index_is_choice_zero_and_choice_index_missing() -> None:
+    """Read as choice 0, as a tolerant client would; the openai SDK's accumulator raises on it."""
     body = sse(
         [
             bare({"delta": {"content": "a"}}),
@@ -110,7 +111,10 @@ def test_a_choice_without_an_integer_index_is_choice_zero() -> None:
     )
     transcript = read(body)
     assert list(transcript.choices) == [0]
-    assert clean_choice(transcript, "openai.chat", streaming=True).text == "ab"
+    assert transcript.choices[0].text == "ab"
+    assert [(f.code, f.choice, f.count, f.position) for f in transcript.findings] == [
+        (Code.CHOICE_INDEX_MISSING, None, 3, positions(body)[0])
+    ]
 
 
 def test_a_malformed_choice_entry_is_skipped_and_the_next_one_read() -> None:

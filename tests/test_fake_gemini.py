@@ -80,7 +80,7 @@ async def test_the_three_shapes_carry_the_same_objects(provider, client):
     events = [payload for _, payload in SSEFrames().feed(sse)]
 
     assert sse.endswith(b"\r\n\r\n") and sse.startswith(b"data: {")
-    assert array.startswith(b"[{") and array.endswith(b"}\r\n]")
+    assert array.startswith(b"[{") and array.endswith(b"}\n]")
     assert orjson.loads(array) == events
     (only,) = events
     candidate = only["candidates"][0]
@@ -106,6 +106,21 @@ async def test_a_text_answer_streams_a_chunk_per_piece_with_the_reason_on_the_la
     assert events[-1]["candidates"][0]["finishReason"] == "MAX_TOKENS"
     assert transcript.choices[0].finish_reason == "length"
     assert all("usageMetadata" in event for event in events)
+
+
+async def test_the_array_stream_is_framed_as_google_frames_it(provider, client):
+    """Elements joined by `\\n,\\r\\n` and closed by `\\n]`: what clients of the endpoint split
+    on (Portkey's Gemini route splits on CRLF and strips a trailing comma from each piece)."""
+    request = {**GEMINI_REQUEST, "tools": [], "generationConfig": {"maxOutputTokens": 3}}
+    path = f"{GEMINI_API}:streamGenerateContent"
+    _, body = await post(client, provider.url + path, request)
+    pieces = body.split(b"\r\n")
+
+    assert body.startswith(b"[{") and body.endswith(b"}\n]")
+    assert [piece.endswith(b"}\n,") for piece in pieces] == [True, True, False]
+    assert [orjson.loads(piece.removeprefix(b"[").removesuffix(b"\n,").removesuffix(b"\n]"))
+            for piece in pieces] == orjson.loads(body)
+    assert read(body, path=path, status=200).choices[0].finish_reason == "length"
 
 
 async def test_snake_case_fields_and_capital_types_are_read_as_litellm_sends_them(

@@ -19,6 +19,8 @@ class Code(StrEnum):
     TOOL_CALL_INDEX_MISSING = "TOOL_CALL_INDEX_MISSING"
     TOOL_CALL_ID_CONFLICT = "TOOL_CALL_ID_CONFLICT"
     TOOL_CALL_INDEX_GAP = "TOOL_CALL_INDEX_GAP"
+    CHOICE_INDEX_MISSING = "CHOICE_INDEX_MISSING"
+    DELTA_LIST_INDEX_MISSING = "DELTA_LIST_INDEX_MISSING"
     TEXT_CHANGED = "TEXT_CHANGED"
     FINISH_REASON_MISSING = "FINISH_REASON_MISSING"
     FINISH_REASON_CHANGED = "FINISH_REASON_CHANGED"
@@ -58,6 +60,8 @@ SEVERITY: dict[Code, Severity] = {
     Code.TOOL_CALL_INDEX_MISSING: Severity.FATAL,
     Code.TOOL_CALL_ID_CONFLICT: Severity.FATAL,
     Code.TOOL_CALL_INDEX_GAP: Severity.FATAL,
+    Code.CHOICE_INDEX_MISSING: Severity.FATAL,
+    Code.DELTA_LIST_INDEX_MISSING: Severity.FATAL,
     Code.TEXT_CHANGED: Severity.FATAL,
     Code.FINISH_REASON_MISSING: Severity.FATAL,
     Code.FINISH_REASON_CHANGED: Severity.FATAL,
@@ -91,6 +95,15 @@ EXPLANATION: dict[Code, str] = {
     Code.TOOL_CALL_INDEX_GAP: (
         "streamed tool-call indexes of a choice do not run 0, 1, 2, … in order of first"
         " appearance: list-based stream accumulators fail"
+    ),
+    Code.CHOICE_INDEX_MISSING: (
+        "a streamed Chat Completions chunk has a choice without an integer index: the openai"
+        " SDK's stream accumulator indexes its list of choices by it and raises"
+    ),
+    Code.DELTA_LIST_INDEX_MISSING: (
+        "a delta field holding a list of objects (such as thinking_blocks) recurs in a later"
+        " chunk of the choice with an entry lacking an integer index: the openai SDK's stream"
+        " accumulator merges list entries by index and raises"
     ),
     Code.TEXT_CHANGED: "the assistant text differs (truncation included)",
     Code.FINISH_REASON_MISSING: "the stream ended without a finish reason",

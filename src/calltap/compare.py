@@ -11,7 +11,8 @@ Upstream (what the provider sent) is the reference. Per choice, matched by index
   (upstream without one and downstream "stop" is a masked upstream EOF, and is reported too);
   downstream without one is FINISH_REASON_MISSING alone.
 - A side defect (FINISH_REASON_MISSING, DONE_MISSING, ERROR_IN_STREAM, TOOL_CALL_INDEX_MISSING,
-  TOOL_CALL_INDEX_GAP, TOOL_ARGUMENTS_INVALID, TOOL_CALL_ID_CONFLICT, STREAM_RESTARTED) is a
+  TOOL_CALL_INDEX_GAP, CHOICE_INDEX_MISSING, DELTA_LIST_INDEX_MISSING, TOOL_ARGUMENTS_INVALID,
+  TOOL_CALL_ID_CONFLICT, STREAM_RESTARTED) is a
   divergence only when it is present downstream and not upstream with the same code and choice:
   the gateway cannot be blamed for what it was sent. A stream the provider never ended (its
   `terminal_seen` false: no terminal marker, or in Gemini, which has none, a choice left without
@@ -62,6 +63,8 @@ SIDE_DEFECTS = frozenset(
         Code.TOOL_ARGUMENTS_INVALID,
         Code.TOOL_CALL_ID_CONFLICT,
         Code.TOOL_CALL_INDEX_GAP,
+        Code.CHOICE_INDEX_MISSING,
+        Code.DELTA_LIST_INDEX_MISSING,
         Code.STREAM_RESTARTED,
     }
 )

@@ -16,6 +16,19 @@ How a stream is read, the way a careful client reads it:
   1 with none at 0 (a translator that kept the provider's output or block index), or a skipped
   index, makes them fail. Each index first seen elsewhere than the next free place counts in one
   TOOL_CALL_INDEX_GAP per choice, at the first such delta. A JSON body's calls have no index.
+- A streamed choice without an integer `index` (Portkey's last chunk after a provider error:
+  `{"finish_reason": "overloaded_error", "delta": {"content": ""}}`) is CHOICE_INDEX_MISSING: the
+  openai SDK's accumulator indexes its list of choices by it and raises `TypeError`. One finding
+  per stream (its `choice` is null: the choice has no index), at the first such choice, counting
+  them; the choice is read as choice 0, as a tolerant client would.
+- Each streamed choice's deltas are folded the way the openai SDK's `ChatCompletionStreamState`
+  folds them (`chat_deltas`): a delta field holding a list of objects (an extension such as
+  LiteLLM's `thinking_blocks`, at any depth) that the SDK must merge by `index` while an entry
+  has none (or one that is not an integer) is DELTA_LIST_INDEX_MISSING: one finding per choice,
+  at the first chunk the SDK raises on, counting such chunks. `delta.tool_calls` entries without
+  an integer index are TOOL_CALL_INDEX_MISSING alone (the SDK fails on the first of them, not
+  only when one recurs), so the same defect is never reported twice; a list inside a tool call
+  is DELTA_LIST_INDEX_MISSING's.
 - A legacy `delta.function_call` accumulates into the call at index 0.
 - `choices: []` chunks (usage, Azure's `prompt_filter_results` preamble) and `usage: null` on every
   chunk are normal; the last non-null usage wins.
@@ -37,6 +50,7 @@ import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
+from calltap.dialects.chat_deltas import DeltaShape
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
     PendingCall,
@@ -103,10 +117,12 @@ class _Call(PendingCall):
 
 
 class _Choice:
-    """One choice while its events are read: its text, its calls by index, and the findings
-    that count fragments without an index or calls at a gap."""
+    """One choice while its events are read: its text, its calls by index, its deltas as the
+    SDK folds them, and the findings that count fragments without an index, calls at a gap and
+    list entries the SDK cannot merge."""
 
-    __slots__ = ("calls", "choice", "index_gap", "index_missing", "latest", "text")
+    __slots__ = ("calls", "choice", "deltas", "index_gap", "index_missing", "latest",
+                 "list_index", "text")
 
     def __init__(self, choice: Choice) -> None:
         self.choice = choice
@@ -115,6 +131,20 @@ class _Choice:
         self.latest: _Call | None = None
         self.index_missing: Finding | None = None
         self.index_gap: Finding | None = None
+        self.deltas = DeltaShape()
+        self.list_index: Finding | None = None
+
+    def list_failure(self, failure: str, event: Event, findings: list[Finding]) -> None:
+        """A chunk the SDK raises on while merging a list (`DeltaShape.fold`); one
+        DELTA_LIST_INDEX_MISSING per choice counts them."""
+        finding = self.list_index
+        if finding is None:
+            finding = self.list_index = Finding(
+                Code.DELTA_LIST_INDEX_MISSING, choice=self.choice.index, count=0,
+                position=position_of(event), detail=failure,
+            )
+            findings.append(finding)
+        finding.count = (finding.count or 0) + 1
 
     def gap(self, index: int, position: Position, findings: list[Finding]) -> None:
         """A call first seen at an index other than the next free place; one finding per choice
@@ -161,6 +191,7 @@ class _Reducer(Reducer):
         super().__init__(streaming, status)
         self.part = "delta" if streaming else "message"
         self.choices: dict[Any, _Choice] = {}
+        self.choice_index_missing: Finding | None = None
 
     def stream(self, events: Iterable[Event]) -> Transcript:
         transcript = self.transcript
@@ -223,12 +254,18 @@ class _Reducer(Reducer):
         for entry in entries:
             if entry.__class__ is not dict:
                 continue
-            index = entry.get("index", 0)
+            index = entry.get("index")
             if index.__class__ is not int:
+                if event is not None:
+                    self.without_index(event)
                 index = 0
             state = states.get(index) or self.new_choice(index, event)
             delta = entry.get(part)
             if delta.__class__ is dict:
+                if event is not None:
+                    failure = state.deltas.fold(delta)
+                    if failure is not None:
+                        state.list_failure(failure, event, self.transcript.findings)
                 content = delta.get("content")
                 if content and content.__class__ is str:
                     state.text.append(content)
@@ -245,6 +282,17 @@ class _Reducer(Reducer):
                 choice.raw_finish_reason = reason
                 choice.finish_reason = normalize_finish_reason(reason, OPENAI_FINISH_REASONS)
                 choice.finish_position = position_of(event)
+
+    def without_index(self, event: Event) -> None:
+        """A streamed choice without an integer index; one finding per stream counts them."""
+        finding = self.choice_index_missing
+        if finding is None:
+            finding = self.choice_index_missing = Finding(
+                Code.CHOICE_INDEX_MISSING, count=0, position=position_of(event),
+                detail="a choice without an integer index (read as choice 0)",
+            )
+            self.transcript.findings.append(finding)
+        finding.count = (finding.count or 0) + 1
 
     def new_choice(self, index: int, event: Event | None) -> _Choice:
         """The state of a choice seen for the first time (without an integer index: 0)."""

@@ -21,8 +21,11 @@ and `responseId`:
   and the `finishMessage` the recorded stream has beside it.
 
 `streamGenerateContent?alt=sse` streams each object as an SSE `data:` event ended by CRLF CRLF;
-without `alt=sse` the stream is one JSON array written progressively, each element followed by
-`\\r\\n` before the `,` or the closing `]` (`[{…}\\r\\n,{…}\\r\\n]`), served as `application/json`.
+without `alt=sse` the stream is one JSON array written progressively as Google's servers frame it:
+`\\n,\\r\\n` between elements and `\\n]` at the end (`[{…}\\n,\\r\\n{…}\\n]`), served as
+`application/json`. Clients of the endpoint split on that separator: Portkey 1.15.2's Gemini route
+splits on `\\r\\n`, then strips a trailing `,` from each piece and `\\n]` from the last
+(`GoogleChatCompleteStreamChunkTransform`), and reads nothing past the first element otherwise.
 `generateContent` answers one object with every part. A request without
 `contents` is a 400 with Google's `{"error": {code, message, status}}` body.
 """
@@ -152,8 +155,12 @@ def function_calls(reply: Answer) -> list[dict[str, Any]]:
     ]
 
 
-def chunks(reply: Answer) -> list[dict[str, Any]]:
-    """The answer as the objects a stream holds, in order."""
+def chunks(reply: Answer, *, calls_apart: bool = False) -> list[dict[str, Any]]:
+    """The answer as the objects a stream holds, in order; with `calls_apart`, one chunk per
+    call, each call its chunk's `parts[0]`, the finish reason on the last."""
+    if reply.tool_calls and calls_apart:
+        calls = function_calls(reply)
+        return [chunk(reply, [call], n == len(calls) - 1) for n, call in enumerate(calls)]
     if reply.tool_calls:
         return [chunk(reply, function_calls(reply), True)]
     pieces = [delta["content"] for delta in reply.deltas[1:]]
@@ -169,13 +176,21 @@ def media_type(query: Mapping[str, str]) -> str:
     return SSE_TYPE if query.get("alt") == "sse" else ARRAY_TYPE
 
 
-def stream_events(reply: Answer, view: dict[str, Any]) -> list[bytes]:
+def stream_events(reply: Answer, view: dict[str, Any], *,
+                  calls_apart: bool = False) -> list[bytes]:
     """The answer as SSE events (`alt=sse` in the view's query) or as the pieces of a JSON array
     written progressively; each item is written at once."""
-    objects = [orjson.dumps(one) for one in chunks(reply)]
+    objects = [orjson.dumps(one) for one in chunks(reply, calls_apart=calls_apart)]
     if view.get("query", {}).get("alt") == "sse":
         return [b"data: " + one + b"\r\n\r\n" for one in objects]
-    return [(b"[" if n == 0 else b"\r\n,") + one for n, one in enumerate(objects)] + [b"\r\n]"]
+    return [(b"[" if n == 0 else b"\n,\r\n") + one for n, one in enumerate(objects)] + [b"\n]"]
+
+
+def stream_calls_apart(reply: Answer, view: dict[str, Any]) -> list[bytes]:
+    """The stream with each parallel call in a chunk of its own: how Gemini also streams them
+    (NousResearch/hermes-agent #101536 captured `gemini-3.6-flash` sending three parallel calls as
+    three chunks, each call its chunk's `parts[0]`; su-kaka/gcli2api #406 is the same shape)."""
+    return stream_events(reply, view, calls_apart=True)
 
 
 def json_body(reply: Answer, view: dict[str, Any]) -> bytes:

@@ -449,8 +449,12 @@ class FakeProvider(LoopbackServer):
         return response
 
     async def _stream(
-        self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes]
+        self, request: web.Request, exchange: Exchange, dialect: Dialect, events: list[bytes],
+        *, pause: float | None = None,
     ) -> web.StreamResponse:
+        """Write each item of `events` at once, `pause` seconds apart (`events_delay` unless
+        a subclass paces one answer otherwise)."""
+        delay = self.events_delay if pause is None else pause
         media_type = dialect.stream_type(request.query)
         response = web.StreamResponse(status=200)
         response.headers["Content-Type"] = media_type
@@ -462,8 +466,8 @@ class FakeProvider(LoopbackServer):
         await response.prepare(request)
         try:
             for number, event in enumerate(events):
-                if number and self.events_delay:
-                    await asyncio.sleep(self.events_delay)
+                if number and delay:
+                    await asyncio.sleep(delay)
                 if timestamps:
                     event = b": t=%d\n" % time.time_ns() + event
                 await response.write(event)
