@@ -10,7 +10,10 @@ recorded verdict and codes beside the replayed ones.
 
 The cassette matches the gateway's requests by meaning (method, path, and the conversation's
 last turn and tool names, as calltap pairs legs), not by bytes: a gateway may add fields and
-reorder keys. Requests off the chat endpoints (a GET /v1/models) are answered 404 and noted.
+reorder keys. Requests without a body off the chat endpoints (a GET /v1/models) are answered 404
+and noted; any other request the cassette does not hold (another path, another conversation, one
+attempt more) is a miss: answered 502, never counted as an attempt of the replayed pair, and
+named with its method and path.
 
 PAIR_DIR may be a recordings tree: every pair in it is replayed (those with --code CODE only)
 and a summary table says which were reproduced. --export DIR writes a self-contained regression
@@ -20,7 +23,7 @@ the demo kept (`calltap demo --recordings DIR`) replays without a gateway of you
 
 Exit: 0 every pair reproduced (same verdict and codes), 1 any replayed differently, 2 usage
 error, 3 the gateway asked for something a cassette cannot answer (another path, more attempts,
-another conversation; the output says what).
+another conversation; the output, and `unanswered` in --json, say which method and path).
 
 examples:
   calltap demo --recordings demo-recordings

@@ -262,11 +262,13 @@ class _Reducer(Reducer):
             state = states.get(index) or self.new_choice(index, event)
             delta = entry.get(part)
             if delta.__class__ is dict:
-                if event is not None:
+                content = delta.get("content")
+                if event is not None and not (content.__class__ is str and len(delta) == 1
+                                              and "content" in state.deltas.message):
+                    # (a text delta after the first changes nothing the SDK could fail on)
                     failure = state.deltas.fold(delta)
                     if failure is not None:
                         state.list_failure(failure, event, self.transcript.findings)
-                content = delta.get("content")
                 if content and content.__class__ is str:
                     state.text.append(content)
                 fragments = delta.get("tool_calls")

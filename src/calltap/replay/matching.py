@@ -4,10 +4,16 @@ A gateway replaying the same client request rarely sends the same bytes: it adds
 keys its own way, stamps ids. So a request matches a recorded attempt when the method and path
 are the same and the dialect's reading of the conversation (the normalization calltap pairs legs
 with: the last turn's content and the tool names) is the same. Attempts are served in the
-order the gateway made them; a request the cassette cannot answer is a miss, with the reason.
+order the gateway made them; a request the cassette cannot answer is a miss, with the reason:
+another path than the attempt's (a chat endpoint or not: a gateway that calls `/v1/completions`
+or a moderation endpoint for the client's request asks for an answer that was never recorded),
+another conversation, or more attempts than were recorded.
 
-Requests to paths that are not chat endpoints (a gateway's `GET /v1/models` or health check)
+Requests without a body off the chat endpoints (a gateway's `GET /v1/models` or health check)
 were never part of the pair: they are answered 404 and noted, not counted as misses.
+`expects` says, without serving anything, whether a request would get a recorded answer: the
+replay asks it when the request reaches calltap's back, so that what the cassette refuses is
+never recorded as one of the pair's upstream attempts.
 """
 
 from __future__ import annotations
@@ -52,35 +58,41 @@ class Player:
 
     def answer(self, method: str, path: str, body: bytes) -> Answer | Miss | None:
         """The recorded answer for this request, a Miss, or None for a side request."""
+        found = self.judge(method, path, body)
+        if found is None:
+            self.side_requests.append(f"{method} {path}")
+        elif isinstance(found, Miss):
+            self.misses.append(found)
+        else:
+            self.served.append(found)
+        return found
+
+    def expects(self, method: str, path: str, body: bytes | None) -> bool:
+        """Whether this request would get the next recorded answer (serving nothing); `body`
+        None when only its first bytes are known: then the conversation is not checked."""
+        return isinstance(self.judge(method, path, body), Answer)
+
+    def judge(self, method: str, path: str, body: bytes | None) -> Answer | Miss | None:
+        """What `answer` would give, without keeping anything."""
+        if not is_chat_path(path) and not body:
+            return None
         if len(self.served) >= len(self.cassette):
-            if not is_chat_path(path):
-                self.side_requests.append(f"{method} {path}")
-                return None
-            return self._miss(method, path, f"request {len(self.served) + 1}, but the cassette"
-                              f" holds {_attempts(len(self.cassette))}")
+            return Miss(method, path, f"request {len(self.served) + 1}, but the cassette"
+                        f" holds {_attempts(len(self.cassette))}")
         expected = self.cassette[len(self.served)]
         if (method, path) != (expected.method, expected.path):
-            if not is_chat_path(path):
-                self.side_requests.append(f"{method} {path}")
-                return None
-            return self._miss(method, path, f"attempt {expected.attempt} was recorded as"
-                              f" {expected.method} {expected.path}")
+            return Miss(method, path, f"attempt {expected.attempt} was recorded as"
+                        f" {expected.method} {expected.path}")
         recorded = request_key(expected.request_body, expected.path)
-        if recorded is not None and request_key(body, path) != recorded:
-            return self._miss(method, path, f"the conversation (last turn, tool names) differs"
-                              f" from attempt {expected.attempt}'s")
-        self.served.append(expected)
+        if body is not None and recorded is not None and request_key(body, path) != recorded:
+            return Miss(method, path, f"the conversation (last turn, tool names) differs"
+                        f" from attempt {expected.attempt}'s")
         return expected
 
     @property
     def unplayed(self) -> int:
         """Recorded attempts the gateway never asked for."""
         return len(self.cassette) - len(self.served)
-
-    def _miss(self, method: str, path: str, reason: str) -> Miss:
-        miss = Miss(method, path, reason)
-        self.misses.append(miss)
-        return miss
 
 
 def _attempts(count: int) -> str:

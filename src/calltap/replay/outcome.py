@@ -2,7 +2,9 @@
 
 A replay reproduced its pair when the new comparison has the same verdict and the same set of
 codes; it differs otherwise (a fixed gateway differs: `diverged` became `equal`); it could not be
-replayed when the gateway asked the cassette for something it does not hold.
+replayed when the gateway asked the cassette for something it does not hold (another path,
+another conversation, more attempts than were recorded), whatever the comparison says: each such
+request is named with its method and path (`misses`, and `unanswered` in the JSON).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Result(Judged):
                          "request_id": replayed.get("request_id"),
                          "client_status": self.client_status},
             "misses": [str(miss) for miss in self.player.misses],
+            "unanswered": [{"method": miss.method, "path": miss.path, "reason": miss.reason}
+                           for miss in self.player.misses],
             "notes": self.notes(),
         }
 

@@ -5,7 +5,7 @@ It stands where the provider stood (behind calltap's back listener, so the repla
 and compared like any pair). Each answer is the recorded status, headers and body; an attempt
 that was recorded as cut (`upstream_reset`, `timeout`) is cut again after its last recorded
 byte. A request the cassette cannot answer gets a 502 with an OpenAI-shaped error that says why,
-and is kept as a miss; a request off the chat endpoints gets a 404.
+and is kept as a miss; a request without a body off the chat endpoints gets a 404.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ injects whatever defect the recorded client request asked it for, as it did in `
 
 calltap runs as `calltap serve` would (`Calltap` with a front, a back, recordings), so the new
 pair is recorded, paired and compared by the real proxy; the replay then reads its pair.json.
+One addon of the replay's own comes first: a request reaching the back that the cassette will
+not answer with a recorded attempt (a miss, a side request) is not offered for pairing, so the
+cassette's refusal is never recorded as an upstream attempt of the replayed pair (it is kept,
+if at all, as a request of its own) and never compared as the provider's answer.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import aiohttp
 from calltap.config import Address, Config
 from calltap.fakes import FakeGateway
 from calltap.proxy.app import Calltap
+from calltap.proxy.hooks import Addon, LegArrived
 from calltap.replay.cassette import Headers, Recorded
 from calltap.replay.outcome import Result
 from calltap.replay.pacing import Pace
@@ -52,13 +57,32 @@ class Settings:
     """`--query` values (NAME, VALUE): set in every replayed client request's query string."""
 
 
+class UnansweredNotPaired(Addon):
+    """The addon that keeps what the cassette refuses out of the replayed pair: it sees each back
+    request before the pairing addon does and takes it off the compared paths unless the
+    cassette's current player expects it."""
+
+    def __init__(self, cassette: CassetteProvider) -> None:
+        self.cassette = cassette
+
+    def leg_arrived(self, event: LegArrived) -> None:
+        leg = event.leg
+        if leg.side != "upstream" or not leg.compared:
+            return
+        body = leg.body_prefix if leg.body_whole else None
+        if not self.cassette.player.expects(leg.method, leg.path, body):
+            leg.compared = False
+
+
 async def replay_all(pairs: Iterable[Recorded], settings: Settings, log: TextIO) -> list[Result]:
     """Replay each recorded pair in turn through one calltap and one cassette provider."""
     async with CassetteProvider(settings.pace) as cassette, _gateway(settings) as (url, fake):
         config = Config(front=LOOPBACK, gateway=url, back=settings.back,
                         provider=cassette.url, recordings=settings.recordings,
                         pairing_window=PAIRING_WINDOW, compare_workers=1)
-        async with (Calltap(config, log_stream=log) as tap,
+        tap = Calltap(config, log_stream=log)
+        tap.addons.insert(0, UnansweredNotPaired(cassette))  # before the pairing addon
+        async with (tap,
                     aiohttp.ClientSession(auto_decompress=False, timeout=CLIENT_TIMEOUT) as client):
             if fake is not None:
                 fake.upstream = tap.back_url
