@@ -110,11 +110,13 @@ async def test_records_to_a_bucket_through_the_spool_volume(
     calltap_in_image, tmp_path: Path,
 ) -> None:
     """With a bucket, captures are written to /spool first: the pair reaches the bucket only if
-    the spool volume is writable. serve also makes the view's copy of the bucket at start, in
-    the user's cache directory, which the image puts on the recordings volume."""
+    the spool volume is writable. `/ui/` shows the bucket from the view's copy of it, made when
+    the view is first asked, in the user's cache directory, which the image puts on the
+    recordings volume."""
     with s3_server(tmp_path) as s3:
         bucket = s3.bucket()
-        settings = {"CALLTAP_RECORDINGS": f"s3://{bucket}/image", **s3.environ}
+        settings = {"CALLTAP_RECORDINGS": f"s3://{bucket}/image", **s3.environ,
+                    "CALLTAP_VIEW_TOKEN": "image-view-token"}
         async with FakeProvider() as provider, calltap_in_image(provider.url, **settings) as (
             container
         ):
@@ -122,10 +124,16 @@ async def test_records_to_a_bucket_through_the_spool_volume(
             assert health["store"]["reachable"] is True
             status, body = await send(container, "image-bucket-1")
             stored = await stored_pair(s3, bucket, "image-bucket-1")
+            async with aiohttp.ClientSession() as session, session.get(
+                f"{container.admin_url}/api/pairs",
+                headers={"Authorization": "Bearer image-view-token"},
+            ) as listing:
+                listed = await listing.json()
 
     assert status == 200
     assert stored["downstream.sse"] == body
     assert orjson.loads(stored["pair.json"])["comparison"]["verdict"] == "equal"
+    assert [row["key"] for row in listed["pairs"]] == ["image-bucket-1"]
     assert [path.name for path in container.recordings.iterdir()] == [".cache"]
     (day,) = container.spool.iterdir()
     assert (stat.S_IMODE(day.stat().st_mode), day.stat().st_uid) == (0o700, UID)
