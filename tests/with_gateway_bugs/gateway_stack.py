@@ -22,8 +22,8 @@ from typing import Any
 
 import openai
 import orjson
-from openai.lib.streaming.chat import ChatCompletionStreamState
 from tests.reliability.harness import Served, launch
+from tests.support.gateways import sdk_accumulator_error
 from tests.support.logs import LogLines
 from tests.with_litellm.litellm_stack import (
     MASTER_KEY,
@@ -87,15 +87,8 @@ class Streamed:
     """The `index` of every tool-call delta, in order."""
 
     def sdk_accumulator_error(self) -> BaseException | None:
-        """What the openai SDK's own stream accumulator (the one `chat.completions.stream()`
-        runs) raises on these chunks, if anything."""
-        state = ChatCompletionStreamState()
-        try:
-            for chunk in self.chunks:
-                state.handle_chunk(chunk)
-        except Exception as error:  # which error the SDK raises is the point
-            return error
-        return None
+        """What the openai SDK's own stream accumulator raises on these chunks, if anything."""
+        return sdk_accumulator_error(self.chunks)
 
 
 @dataclass

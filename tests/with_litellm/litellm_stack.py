@@ -11,22 +11,18 @@ must already be listening: LiteLLM calls `GET /v1/models` there while it starts.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
-import subprocess
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import openai
 import orjson
-import pytest
+from tests.support.gateways import GatewayProcess, start_gateway, stop_gateway
 from tests.support.logs import LogLines
 
 from calltap.config import Config
@@ -56,7 +52,6 @@ FAKE_AWS = {
 fake provider behind calltap checks no signature."""
 READY_PATH = "/health/readiness"
 READY_TIMEOUT = 90.0
-LOG_TAIL = 6000
 CHAT_PATH = "/v1/chat/completions"
 MESSAGES_PATH = "/v1/messages"
 WEATHER = {
@@ -116,17 +111,8 @@ class Sent:
     pair: dict[str, Any]
 
 
-@dataclass
-class LiteLLM:
-    """The LiteLLM process, its log file and how long it took to answer its readiness check."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-    started_in: float = 0.0
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-LOG_TAIL:]
+LiteLLM = GatewayProcess
+"""The LiteLLM process, its log file and how long it took to answer its readiness check."""
 
 
 def free_port() -> int:
@@ -197,44 +183,11 @@ async def start_litellm(directory: Path, port: int, config: dict[str, Any], *,
     }
     command = [str(executable), "--config", str(config_file), "--port", str(port),
                "--host", "127.0.0.1"]
-    started = time.monotonic()
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   cwd=directory)
-    litellm = LiteLLM(process, f"http://127.0.0.1:{port}", log)
-    try:
-        await _wait_ready(litellm, started)
-    except BaseException:
-        stop_litellm(litellm)
-        raise
-    litellm.started_in = time.monotonic() - started
-    return litellm
+    return await start_gateway("LiteLLM", command, port=port, log=log, env=env, cwd=directory,
+                               ready_path=READY_PATH, timeout=READY_TIMEOUT)
 
 
-async def _wait_ready(litellm: LiteLLM, started: float) -> None:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        while time.monotonic() - started < READY_TIMEOUT:
-            if litellm.process.poll() is not None:
-                pytest.fail(f"LiteLLM exited with {litellm.process.returncode} before it was"
-                            f" ready; its log ({litellm.log}):\n{litellm.log_tail()}")
-            try:
-                async with session.get(litellm.url + READY_PATH) as response:
-                    if response.status == 200:
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            await asyncio.sleep(0.2)
-    pytest.fail(f"LiteLLM was not ready on {litellm.url}{READY_PATH} after {READY_TIMEOUT:.0f} s;"
-                f" its log ({litellm.log}):\n{litellm.log_tail()}")
-
-
-def stop_litellm(litellm: LiteLLM) -> None:
-    litellm.process.terminate()
-    try:
-        litellm.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        litellm.process.kill()
-        litellm.process.wait()
+stop_litellm = stop_gateway
 
 
 @dataclass

@@ -14,21 +14,21 @@ which Portkey forwards no client header upstream.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import subprocess
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import openai
 import orjson
-import pytest
-from openai.lib.streaming.chat import ChatCompletionStreamState
+from tests.support.gateways import (
+    GatewayProcess,
+    sdk_accumulator_error,
+    start_gateway,
+    stop_gateway,
+)
 from tests.support.logs import LogLines
 from tests.with_litellm.litellm_stack import (
     BEDROCK_MODEL_ID,
@@ -51,7 +51,6 @@ RELEASE = "1.15.2"
 API_KEY = "sk-calltap-portkey-provider-fake"
 """The provider key Portkey passes on (as `Authorization`, `x-api-key`, `?key=` by route)."""
 READY_TIMEOUT = 60.0
-LOG_TAIL = 6000
 FORWARD = "x-request-id,traceparent"
 
 
@@ -114,15 +113,8 @@ class Received(Reply):
     chunks: list[Any] = field(default_factory=list)
 
     def sdk_accumulator_error(self) -> BaseException | None:
-        """What the openai SDK's own stream accumulator (the one `chat.completions.stream()`
-        runs) raises on these chunks, if anything."""
-        state = ChatCompletionStreamState()
-        try:
-            for chunk in self.chunks:
-                state.handle_chunk(chunk)
-        except Exception as error:  # which error the SDK raises is the point
-            return error
-        return None
+        """What the openai SDK's own stream accumulator raises on these chunks, if anything."""
+        return sdk_accumulator_error(self.chunks)
 
 
 @dataclass
@@ -132,17 +124,8 @@ class Sent:
     pair: dict[str, Any]
 
 
-@dataclass
-class Portkey:
-    """The gateway process and its log file."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-    started_in: float = 0.0
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-LOG_TAIL:]
+Portkey = GatewayProcess
+"""The gateway process and its log file."""
 
 
 async def start_portkey(directory: Path, port: int) -> Portkey:
@@ -151,44 +134,11 @@ async def start_portkey(directory: Path, port: int) -> Portkey:
     log = directory / "portkey.log"
     env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
     command = ["node", str(START_SERVER), f"--port={port}", "--headless"]
-    started = time.monotonic()
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   cwd=GATEWAY_DIR)
-    portkey = Portkey(process, f"http://127.0.0.1:{port}", log)
-    try:
-        await _wait_ready(portkey, started)
-    except BaseException:
-        stop_portkey(portkey)
-        raise
-    portkey.started_in = time.monotonic() - started
-    return portkey
+    return await start_gateway("Portkey", command, port=port, log=log, env=env,
+                               cwd=GATEWAY_DIR, ready_path="/", timeout=READY_TIMEOUT)
 
 
-async def _wait_ready(portkey: Portkey, started: float) -> None:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-        while time.monotonic() - started < READY_TIMEOUT:
-            if portkey.process.poll() is not None:
-                pytest.fail(f"Portkey exited with {portkey.process.returncode} before it was"
-                            f" ready; its log ({portkey.log}):\n{portkey.log_tail()}")
-            try:
-                async with session.get(portkey.url + "/") as response:
-                    if response.status == 200:
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            await asyncio.sleep(0.1)
-    pytest.fail(f"Portkey was not ready on {portkey.url} after {READY_TIMEOUT:.0f} s;"
-                f" its log ({portkey.log}):\n{portkey.log_tail()}")
-
-
-def stop_portkey(portkey: Portkey) -> None:
-    portkey.process.terminate()
-    try:
-        portkey.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        portkey.process.kill()
-        portkey.process.wait()
+stop_portkey = stop_gateway
 
 
 @dataclass
