@@ -214,18 +214,20 @@ class BucketCopy:
     async def copy_pair(self, pair: str, names: list[str] | None = None, *,
                         bodies: bool = True) -> Path | None:
         """Copy `<day>/<key>` (its listed files, or all of them; without the response bodies
-        unless `bodies`); its local directory, or None when the bucket has no pair.json there."""
+        unless `bodies`); its local directory, or None when the bucket has no pair.json there.
+        Unlisted and without bodies, the pair is not listed either: its requests are read by
+        name, and what else it holds is listed when it is completed."""
         self.open()
-        if names is None:
+        if names is None and bodies:
             names = [key.rsplit("/", 1)[1] async for page in
                      self.storage.keys_after(None, prefix=pair + "/") for key in page]
-        if recordings.PAIR_JSON not in names:
+        if names is not None and recordings.PAIR_JSON not in names:
             return None
-        wanted = [name for name in names
+        wanted = [name for name in names or LISTED_FIRST
                   if recordings.is_leg_file(name) and not name.endswith(recordings.PARTIAL)]
         listed = next((name for name in LISTED_FIRST if name in wanted), None)
-        now = wanted if bodies else [listed] if listed else []
-        later = [name for name in wanted if name not in now]
+        now = wanted if bodies or names is None else [listed] if listed else []
+        later = None if names is None and not bodies else [n for n in wanted if n not in now]
         *files, document = await asyncio.gather(
             *(self.storage.read(f"{pair}/{name}") for name in [*now, recordings.PAIR_JSON]))
         if document is None:
@@ -233,7 +235,7 @@ class BucketCopy:
         directory = self.root / pair
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         _write_files(directory, zip(now, files, strict=True))
-        if later:
+        if later != []:
             _write_private(directory / BODIES_PENDING, orjson.dumps(later))
         else:
             (directory / BODIES_PENDING).unlink(missing_ok=True)
@@ -241,15 +243,22 @@ class BucketCopy:
         return directory
 
     async def complete(self, pair: str) -> None:
-        """Bring the response bodies of `<day>/<key>` a copy without them left in the bucket."""
-        pending = self.root / pair / BODIES_PENDING
+        """Bring the response bodies of `<day>/<key>` a copy without them left in the bucket
+        (the names it noted, or, when it noted none, what a listing of the pair finds)."""
+        directory = self.root / pair
+        pending = directory / BODIES_PENDING
         try:
             names = orjson.loads(pending.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             return
-        names = [name for name in names if isinstance(name, str) and recordings.is_leg_file(name)]
+        if names is None:
+            names = [key.rsplit("/", 1)[1] async for page in
+                     self.storage.keys_after(None, prefix=pair + "/") for key in page]
+            names = [name for name in names if not (directory / name).exists()]
+        names = [name for name in names if isinstance(name, str) and recordings.is_leg_file(name)
+                 and not name.endswith(recordings.PARTIAL)]
         files = await asyncio.gather(*(self.storage.read(f"{pair}/{name}") for name in names))
-        _write_files(self.root / pair, zip(names, files, strict=True))
+        _write_files(directory, zip(names, files, strict=True))
         pending.unlink(missing_ok=True)
 
     def _pending(self) -> list[str]:

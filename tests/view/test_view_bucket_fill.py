@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
-import orjson
 import pytest
 from aiohttp import web
 from tests.support.s3 import S3Server, s3_server
@@ -68,7 +67,7 @@ async def test_the_first_fill_is_waited_for_until_the_newest_page_is_there(
 
 
 async def test_the_view_copies_what_its_list_reads_and_the_rest_when_a_pair_is_opened(
-        bucket: str, tmp_path: Path) -> None:
+        bucket: str, demo_tree: Path, tmp_path: Path) -> None:
     copy = BucketCopy(bucket, tmp_path / "copy")
     settings = ViewSettings(copy.root, index_path=tmp_path / "index.sqlite", bucket=copy)
     runner = web.AppRunner(standalone(settings), access_log=None)
@@ -80,18 +79,19 @@ async def test_the_view_copies_what_its_list_reads_and_the_rest_when_a_pair_is_o
             async with session.get("/api/pairs?limit=500") as reply:
                 listed = (await reply.json())["pairs"]
             assert listed
-            pair = copy.root / listed[0]["day"] / listed[0]["key"]
-            pending = orjson.loads((pair / BODIES_PENDING).read_bytes())
-            held = {p.name for p in pair.iterdir()}
-            assert held == {recordings.PAIR_JSON, "downstream.request", BODIES_PENDING}
-            assert {name.split(".")[0] for name in pending
-                    if not name.endswith(".request")} == {"downstream", "upstream"}
             assert all(row["model"] for row in listed)  # read from the client's request
-            async with session.get(f"/pairs/{listed[0]['day']}/{listed[0]['key']}") as reply:
-                assert reply.status == 200
-            assert not (pair / BODIES_PENDING).exists()
-            assert {p.name for p in pair.iterdir()} == {recordings.PAIR_JSON,
-                                                        "downstream.request", *pending}
+            for row in (listed[0], listed[-1]):  # of the first page, and of the fill after it
+                pair = copy.root / row["day"] / row["key"]
+                uploaded = next(demo_tree.glob(f"*/{row['key']}"))  # under each of DAYS
+                source = {p.name: p.read_bytes() for p in uploaded.iterdir()}
+                held = {p.name for p in pair.iterdir()} - {BODIES_PENDING}
+                assert recordings.PAIR_JSON in held and "downstream.request" in held
+                assert all(name.endswith(".request") for name in held - {recordings.PAIR_JSON})
+                assert (pair / BODIES_PENDING).exists()
+                async with session.get(f"/pairs/{row['day']}/{row['key']}") as reply:
+                    assert reply.status == 200
+                assert not (pair / BODIES_PENDING).exists()
+                assert {p.name: p.read_bytes() for p in pair.iterdir()} == source
     finally:
         await runner.cleanup()
 
