@@ -44,6 +44,12 @@ async def test_metrics_count_requests_bytes_and_pairs(topology, client) -> None:
     assert samples[("calltap_streams_in_flight", (("leg", "downstream"),))] == 0
     assert samples[("calltap_pending_pairs", ())] == 1
     assert samples[("calltap_capture_failures_total", ())] == 0
+    first_byte = {leg: (samples[("calltap_first_byte_seconds_count", (("leg", leg),))],
+                        samples[("calltap_first_byte_seconds_sum", (("leg", leg),))])
+                  for leg in ("downstream", "upstream")}
+    assert first_byte["downstream"][0] == first_byte["upstream"][0] == 1
+    # The downstream leg waits on the upstream one, so its first byte comes no sooner.
+    assert first_byte["downstream"][1] >= first_byte["upstream"][1] > 0
 
 
 async def test_two_instances_keep_separate_metrics(provider, make_tap, client) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from calltap.proxy.hooks import (
@@ -21,6 +21,10 @@ from calltap.proxy.hooks import (
 )
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Time to first byte of LLM APIs: tens of milliseconds for a cached refusal, seconds for a long
+# prompt, tens of seconds for a reasoning model.
+FIRST_BYTE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 
 class Metrics(Addon):
@@ -59,6 +63,10 @@ class Metrics(Addon):
             "calltap_pending_pairs", "Front legs waiting for their upstream leg",
             registry=self.registry)
         self.pending.set_function(pending_pairs)
+        self.first_byte = Histogram(
+            "calltap_first_byte_seconds",
+            "Seconds from a leg's request start to its first response byte, by leg",
+            ["leg"], buckets=FIRST_BYTE_BUCKETS, registry=self.registry)
         self.paused_gauge = Gauge(
             "calltap_recording_paused", "1 while the disk quota stops recording",
             registry=self.registry)
@@ -74,6 +82,10 @@ class Metrics(Addon):
         self.in_flight.labels(leg.side).dec()
         self.requests.labels(leg.side, str(leg.status or 0)).inc()
         self.bytes_relayed.labels(leg.side).inc(leg.bytes)
+        if leg.first_byte_at is not None:
+            # The clock values pair.json records; observed once the leg is over, so the
+            # relay path reads no clock for this.
+            self.first_byte.labels(leg.side).observe(max(0.0, leg.first_byte_at - leg.started))
 
     def refused(self, event: Refused) -> None:
         self.requests.labels(event.leg, str(event.status)).inc()
