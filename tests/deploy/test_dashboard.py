@@ -28,6 +28,7 @@ from tests.deploy.prom_helpers import (
 )
 from tests.reliability.harness import launch
 
+from calltap.config import COMPARED_PATHS
 from calltap.fakes import CHAT_PATH, DEFECT_HEADER, TOOLS_REQUEST, FakeGateway, FakeProvider
 
 PROMETHEUS_OWN = frozenset({"ALERTS", "ALERTS_FOR_STATE", "up"})
@@ -77,6 +78,12 @@ async def test_a_running_calltap_exports_nothing_the_derived_names_lack(
             for sample in family.samples if sample.name.startswith("calltap_")}
     assert "calltap_divergences_total" in live
     assert live <= exported, live - exported
+    divergences = {(sample.labels["code"], sample.labels["route"])
+                   for family in text_string_to_metric_families(text)
+                   for sample in family.samples if sample.name == "calltap_divergences_total"}
+    route = next(path for path in COMPARED_PATHS if CHAT_PATH.endswith(path))
+    assert route != CHAT_PATH  # a compared path, never the request's own
+    assert ("TOOL_CALLS_DROPPED", route) in divergences
 
 
 def test_every_dashboard_query_selects_series_calltap_exports(exported: set[str]) -> None:

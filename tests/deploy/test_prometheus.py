@@ -160,9 +160,9 @@ async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
         f"TOOL_CALLS_DROPPED in 1 pair(s) on {target}: "
         "the gateway changed what the provider answered")
     assert dropped["annotations"]["runbook"] == "docs/alerts.md#calltapdivergence"
-    by_code = panels["Divergences in the last 5 minutes, by code / A"]
-    assert {series["metric"]["code"] for series in by_code} == {
-        "TOOL_CALLS_DROPPED", "TOOL_CALL_SET_CHANGED"}
+    by_code = panels["Divergences in the last 5 minutes, by code and route / A"]
+    assert {(series["metric"]["code"], series["metric"]["route"]) for series in by_code} == {
+        ("TOOL_CALLS_DROPPED", "/chat/completions"), ("TOOL_CALL_SET_CHANGED", "/chat/completions")}
     alert_table = panels["calltap alerts now / A"]
     assert {series["metric"]["code"] for series in alert_table} == {
         "TOOL_CALLS_DROPPED", "TOOL_CALL_SET_CHANGED"}

@@ -16,6 +16,7 @@ from calltap.proxy.hooks import (
     LegStarted,
     PairCompared,
     PairsEvicted,
+    Recording,
     RecordingPaused,
     Refused,
 )
@@ -30,7 +31,11 @@ FIRST_BYTE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 class Metrics(Addon):
     """Counters are bumped once per leg or pair, never per relayed chunk."""
 
-    def __init__(self, pending_pairs: Callable[[], float]) -> None:
+    def __init__(self, pending_pairs: Callable[[], float],
+                 compared_paths: tuple[str, ...] = ()) -> None:
+        self.compared_paths = compared_paths
+        """The routes divergences are counted by: a compared path, never the raw request path
+        (Gemini's and Bedrock's carry model ids), so the label's values are this list's."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "calltap_requests", "Relayed requests by leg and response status",
@@ -42,11 +47,12 @@ class Metrics(Addon):
             "calltap_pairs", "Compared pairs (or single legs checked) by verdict",
             ["verdict"], registry=self.registry)
         self.divergences = Counter(
-            "calltap_divergences", "Fatal and negotiable findings by code",
-            ["code"], registry=self.registry)
+            "calltap_divergences", "Fatal and negotiable findings by code and route",
+            ["code", "route"], registry=self.registry)
         self.leg_defects = Counter(
-            "calltap_leg_defects", "Fatal findings of legs with no partner to compare, by code",
-            ["code"], registry=self.registry)
+            "calltap_leg_defects",
+            "Fatal findings of legs with no partner to compare, by code and route",
+            ["code", "route"], registry=self.registry)
         self.capture_failures = Counter(
             "calltap_capture_failures", "Recording or comparison failures (traffic unaffected)",
             registry=self.registry)
@@ -97,9 +103,16 @@ class Metrics(Addon):
         if recording.orphan:
             leg = "downstream" if recording.downstream is not None else "upstream"
             self.orphans.labels(leg).inc()
+        route = self.route(recording)
         for alarm in event.alarms:
             counter = self.divergences if alarm.event == "divergence" else self.leg_defects
-            counter.labels(str(alarm.finding.code)).inc()
+            counter.labels(str(alarm.finding.code), route).inc()
+
+    def route(self, recording: Recording) -> str:
+        """The compared path the recording's first leg asked for ("" when none matches)."""
+        leg = recording.downstream or (recording.attempts[-1] if recording.attempts else None)
+        path = leg.path if leg is not None else ""
+        return next((route for route in self.compared_paths if path.endswith(route)), "")
 
     def capture_failed(self, _event: CaptureFailed) -> None:
         self.capture_failures.inc()
