@@ -213,12 +213,7 @@ class Stack:
         else:
             completion = await self.client.chat.completions.create(
                 **request, extra_headers=headers)
-            message = completion.choices[0].message
-            reply.text = message.content or ""
-            for index, call in enumerate(message.tool_calls or []):
-                reply.tool_calls[index] = {"name": call.function.name,
-                                           "arguments": call.function.arguments}
-            reply.finish_reason = completion.choices[0].finish_reason
+            read_completion(reply, completion)
         pair = await self.tap.wait_compared(request_id, timeout=30.0)
         return Sent(request_id, reply, pair)
 
@@ -261,6 +256,16 @@ class Stack:
         assert set(compared["codes"]) == cosmetic
         assert self.log.lines("divergence", sent.request_id) == []
         assert self.log.lines("pair.orphaned") == []
+
+
+def read_completion(reply: Reply, completion: Any) -> None:
+    """What the client reads of a whole (not streamed) chat completion: text, calls, finish."""
+    message = completion.choices[0].message
+    reply.text = message.content or ""
+    for index, call in enumerate(message.tool_calls or []):
+        reply.tool_calls[index] = {"name": call.function.name,
+                                   "arguments": call.function.arguments}
+    reply.finish_reason = completion.choices[0].finish_reason
 
 
 def _add_delta(reply: Reply, delta: Any) -> None:

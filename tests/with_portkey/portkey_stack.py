@@ -36,6 +36,7 @@ from tests.with_litellm.litellm_stack import (
     Reply,
     _add_delta,
     free_port,
+    read_completion,
 )
 
 from calltap.config import Config
@@ -181,12 +182,7 @@ class Stack:
         else:
             completion = await self.client.chat.completions.create(
                 **request, extra_headers=headers)
-            message = completion.choices[0].message
-            reply.text = message.content or ""
-            for index, call in enumerate(message.tool_calls or []):
-                reply.tool_calls[index] = {"name": call.function.name,
-                                           "arguments": call.function.arguments}
-            reply.finish_reason = completion.choices[0].finish_reason
+            read_completion(reply, completion)
             reply.usage = completion.usage.model_dump() if completion.usage else None
         pair = await self.tap.wait_compared(request_id, timeout=30.0)
         return Sent(request_id, reply, pair)
