@@ -35,22 +35,32 @@ STOP_TIMEOUT = 15.0
 
 @dataclass(frozen=True, slots=True)
 class Cpu:
-    """CPU seconds of one process alone and of it with all its descendants."""
+    """CPU seconds of one process alone and of it with all its descendants, and of the
+    process's main thread (for an event loop server: the loop; the rest of `own` is its other
+    threads, such as calltap's disk thread)."""
 
     own: float
     tree: float
+    main_thread: float = 0.0
 
     def __add__(self, other: Cpu) -> Cpu:
-        return Cpu(self.own + other.own, self.tree + other.tree)
+        return Cpu(self.own + other.own, self.tree + other.tree,
+                   self.main_thread + other.main_thread)
 
     def __sub__(self, other: Cpu) -> Cpu:
-        return Cpu(self.own - other.own, self.tree - other.tree)
+        return Cpu(self.own - other.own, self.tree - other.tree,
+                   self.main_thread - other.main_thread)
 
 
 def _stat(pid: int) -> tuple[int, int, int] | None:
     """(ppid, own ticks, reaped children's ticks), or None when the process is gone."""
+    return _stat_file(f"/proc/{pid}/stat")
+
+
+def _stat_file(path: str) -> tuple[int, int, int] | None:
+    """A process's or a thread's (ppid, ticks, reaped children's ticks) from its stat file."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(path).read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
     fields = text.rsplit(")", 1)[1].split()
@@ -75,14 +85,16 @@ def cpu(pid: int) -> Cpu:
         if stat is not None:
             tree_ticks += stat[1] + stat[2]
             pending.extend(children.get(current, ()))
-    return Cpu(root[1] / TICKS, tree_ticks / TICKS)
+    main = _stat_file(f"/proc/{pid}/task/{pid}/stat")
+    main_ticks = main[1] if main is not None else root[1]
+    return Cpu(root[1] / TICKS, tree_ticks / TICKS, main_ticks / TICKS)
 
 
 def own_cpu() -> Cpu:
     """This process's CPU time (the load client's), children not included."""
     times = os.times()
     seconds = times.user + times.system
-    return Cpu(seconds, seconds)
+    return Cpu(seconds, seconds, seconds)
 
 
 def machine_ticks() -> tuple[int, int]:
