@@ -1,8 +1,8 @@
 """Under a load past what the workers can compare, calltap sheds comparisons, not traffic: with
 one worker busy (its slot held), a capture arriving to a full backlog and one that waited past
-`compare_deadline` are not compared. Each is relayed whole, recorded, logged once
-(`pair.skipped`), counted, finalized with a `skipped` pair.json, and `calltap scan` compares it
-later with the verdict a live comparison would have given."""
+`compare_deadline` are not compared. Each is relayed whole, recorded (masked as a worker would
+have), logged once (`pair.skipped`), counted, finalized with a `skipped` pair.json, and
+`calltap scan` compares it later with the verdict a live comparison would have given."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ async def test_shed_pairs_are_logged_counted_kept_and_scanned_later(tmp_path: Pa
                                                                     client) -> None:
     recordings = tmp_path / "rec"
     async with scripted_topology(recordings, compare_deadline=DEADLINE,
-                                 max_compare_backlog=1) as opened:
+                                 max_compare_backlog=1,
+                                 mask_body_patterns=("weather",)) as opened:
         tap, provider, gateway, log = opened.tap, opened.provider, opened.gateway, opened.log
         answer = provider.script.body
         provider.script.chunk_size = len(answer)
@@ -108,6 +109,8 @@ async def test_shed_pairs_are_logged_counted_kept_and_scanned_later(tmp_path: Pa
         for side in ("downstream", "upstream"):
             leg = pair["legs"][side]
             assert leg["bytes"] == (directory / leg["file"]).stat().st_size > 0
+            request = (directory / leg["request_file"]).read_bytes()
+            assert b"[masked]" in request and b"weather" not in request
 
     scan = subprocess.run([sys.executable, "-m", "calltap", "scan", str(recordings), "--json"],
                           capture_output=True, check=False)

@@ -5,8 +5,9 @@ one would pile up without end. Two bounds shed comparisons instead of traffic: a
 while `max_compare_backlog` comparisons already wait is not compared (`backlog_full`), and a
 capture whose comparison has not started `compare_deadline` seconds after it closed is not
 compared (`deadline`), checked when a worker would take it, oldest first, so a stale job never
-occupies a worker. A shed pair is still finalized: its files stay, its pair.json says
-`skipped` instead of holding a comparison, and `calltap scan` can compare it later.
+occupies a worker. A shed pair is still finalized: its files stay (masked, when body patterns are
+configured, as a worker would have), its pair.json says `skipped` instead of holding a
+comparison, and `calltap scan` can compare it later.
 
 `Book` is the policy, pure (no clock, no asyncio); `Backlog` runs it on the event loop.
 """
@@ -15,11 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
+
+from calltap.proxy.capture import write_fully
+from calltap.redact import BodyMasker
 
 Reason = Literal["backlog_full", "deadline"]
 REASONS: tuple[Reason, ...] = ("backlog_full", "deadline")
@@ -162,3 +168,24 @@ def skipped_document(document: dict[str, Any], sizes: dict[str, int],
 
 def _legs(*legs: dict[str, Any] | None) -> Iterable[dict[str, Any]]:
     return (leg for leg in legs if leg is not None)
+
+
+def mask_files(directory: Path, names: list[str], patterns: list[str]) -> dict[str, int]:
+    """A shed capture's files masked as a worker masks them, so that what the body patterns
+    match never stays on disk; each file's size after. Runs on the disk thread."""
+    masker = BodyMasker(patterns)
+    sizes: dict[str, int] = {}
+    for name in names:
+        path = directory / name
+        body = path.read_bytes()
+        masked = masker.mask(body)
+        if masked != body:
+            temporary = directory / f".{name}.masking"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                write_fully(fd, masked)
+            finally:
+                os.close(fd)
+            os.replace(temporary, path)
+        sizes[name] = len(masked)
+    return sizes

@@ -23,7 +23,7 @@ import orjson
 from calltap import recordings
 from calltap.config import Config
 from calltap.proxy.analysis import Job, Result, Workers, complete
-from calltap.proxy.backlog import Backlog, Shed, Skip, skipped_document
+from calltap.proxy.backlog import Backlog, Shed, Skip, mask_files, skipped_document
 from calltap.proxy.capture import Recorder
 from calltap.proxy.hooks import (
     Addon,
@@ -152,7 +152,7 @@ class Comparisons(Addon):
             "downstream": body_spec(recording.downstream), "mode": mode,
             "document": document, "closed_at": closed_at}) if files else None
         if isinstance(result, Skip):
-            return await self._skipped(recording, document, mode, chosen, result)
+            return await self._skipped(recording, document, mode, chosen, result, files)
         endings = result["endings"] if result is not None else {}
         for leg in legs:
             if leg.file in endings:
@@ -193,10 +193,13 @@ class Comparisons(Addon):
         return None
 
     async def _skipped(self, recording: Recording, document: dict[str, Any], mode: Mode,
-                       chosen: Leg | None, skip: Skip) -> PairCompared:
+                       chosen: Leg | None, skip: Skip, files: list[str]) -> PairCompared:
         """A capture the backlog shed: pair.json written here, with what was recorded."""
         sizes = {leg.file: leg.sink.recorded for leg in recording.legs
                  if leg.file is not None and leg.sink is not None}
+        if self.mask_patterns:
+            sizes = await self.recorder.disk.call(mask_files, recording.directory, files,
+                                                  self.mask_patterns)
         skipped_document(document, sizes, skip)
         written = await self.recorder.write_pair(recording.directory, document)
         pair_json = recording.directory / recordings.PAIR_JSON
