@@ -152,3 +152,21 @@ async def test_a_capture_arriving_to_a_full_backlog_is_shed_at_once() -> None:
                 pass
         assert shed.value.skip == Skip("backlog_full", 0.0, 1)
     await waiting
+
+
+async def test_a_slot_freed_for_a_job_cancelled_in_the_meantime_goes_to_the_next() -> None:
+    backlog = Backlog(1, 3, DEADLINE, Clock())
+    ran: list[str] = []
+
+    async def job(name: str) -> None:
+        async with backlog.turn(1000.0):
+            ran.append(name)
+
+    held = backlog.turn(1000.0)
+    await held.__aenter__()
+    first, second = asyncio.create_task(job("first")), asyncio.create_task(job("second"))
+    await asyncio.sleep(0)
+    first.cancel()
+    await held.__aexit__(None, None, None)
+    await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 5)
+    assert ran == ["second"] and backlog.book.free == 1 and len(backlog) == 0

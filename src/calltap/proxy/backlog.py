@@ -115,6 +115,7 @@ class Backlog:
 
     @contextlib.asynccontextmanager
     async def turn(self, closed_at: float) -> AsyncIterator[None]:
+        """Hold a worker's slot for a capture that closed at `closed_at` (wall clock)."""
         slot: asyncio.Future[Skip | None] = asyncio.get_running_loop().create_future()
         decision = self.book.arrive(slot, closed_at, self.clock())
         if isinstance(decision, Skip):
@@ -139,11 +140,15 @@ class Backlog:
             raise Shed(skip)
 
     def _release(self) -> None:
-        taker, skipped = self.book.release(self.clock())
-        for slot, skip in skipped:
-            _settle(slot, skip)
+        """Hand the slot on; a job cancelled since it was queued hands it on in turn."""
+        while True:
+            taker, skipped = self.book.release(self.clock())
+            for slot, skip in skipped:
+                _settle(slot, skip)
+            if taker is None or not taker.done():
+                break
         if taker is not None:
-            _settle(taker, None)
+            taker.set_result(None)
 
 
 def _settle(slot: asyncio.Future[Skip | None], value: Skip | None) -> None:
