@@ -393,7 +393,8 @@ async def shed(admin: Admin, server: Server, tree: Path, workdir: Path) -> bool:
     console.print(f"calltap scan of the {len(bodied)} skipped pairs with a body recorded"
                   f" ({len(found) - len(bodied)} lost both to a recording failure):"
                   f" {', '.join(f'{n} {v}' for v, n in verdicts.items()) or 'none'}"
-                  " (clean: a single leg checked, the other's body lost)")
+                  + (" (clean: a single leg checked, the other's body lost)"
+                     if "clean" in verdicts else ""))
     passed = counted == lines == len(found) > 0 and sum(verdicts.values()) == len(bodied)
     console.print(f"{'[green]PASS[/]' if passed else '[red]MISS[/]'} every skipped pair"
                   f" counted, logged once, in pair.json and compared by calltap scan")
