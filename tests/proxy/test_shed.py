@@ -1,8 +1,9 @@
 """Under a load past what the workers can compare, calltap sheds comparisons, not traffic: with
 one worker busy (its slot held), a capture arriving to a full backlog and one that waited past
 `compare_deadline` are not compared. Each is relayed whole, recorded (masked as a worker would
-have), logged once (`pair.skipped`), counted, finalized with a `skipped` pair.json, and
-`calltap scan` compares it later with the verdict a live comparison would have given."""
+have), logged once (`pair.skipped`), counted, finalized with a `skipped` pair.json, kept under
+`keep = diverged` (an equal pair compared live is not), and `calltap scan` compares it later with
+the verdict a live comparison would have given."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ async def test_shed_pairs_are_logged_counted_kept_and_scanned_later(tmp_path: Pa
                                                                     client) -> None:
     recordings = tmp_path / "rec"
     async with scripted_topology(recordings, compare_deadline=DEADLINE,
-                                 max_compare_backlog=1,
-                                 mask_body_patterns=("weather",)) as opened:
+                                 max_compare_backlog=1, mask_body_patterns=("weather",),
+                                 keep="diverged", keep_equal_sample=0.0) as opened:
         tap, provider, gateway, log = opened.tap, opened.provider, opened.gateway, opened.log
         answer = provider.script.body
         provider.script.chunk_size = len(answer)
@@ -75,6 +76,7 @@ async def test_shed_pairs_are_logged_counted_kept_and_scanned_later(tmp_path: Pa
         late_pair = await tap.wait_compared(late)
         status, headers, _ = await post_chat(client, tap.front_url)
         compared = await tap.wait_compared(headers["X-Request-ID"])
+        discarded = headers["X-Request-ID"]
 
         counted = await metrics(client, tap)
         health = await healthz(client, tap)
@@ -115,10 +117,12 @@ async def test_shed_pairs_are_logged_counted_kept_and_scanned_later(tmp_path: Pa
     scan = subprocess.run([sys.executable, "-m", "calltap", "scan", str(recordings), "--json"],
                           capture_output=True, check=False)
     summary = orjson.loads(scan.stdout)
-    assert summary["verdicts"] == {"diverged": 1, "equal": 2}
+    assert not list(recordings.glob(f"*/{discarded}"))
+    assert summary["verdicts"] == {"diverged": 1, "equal": 1}
     ((not_equal,),) = [[entry["capture"] for entry in summary["not_equal"]]]
     assert not_equal.endswith(late)
     assert scan.returncode == 1
+    assert counted[("calltap_pairs_discarded_total", ())] == 1
 
 
 def _day(tap: Calltap, key: str) -> str:
