@@ -183,13 +183,16 @@ def topology(fleet: Fleet, name: str, provider: Server) -> Iterator[Topology]:
 
 
 def comparison_progress(metrics: str) -> tuple[dict[str, float], float]:
-    """From calltap's /metrics text: pairs compared by verdict, and capture failures."""
+    """From calltap's /metrics text: pairs compared by verdict (and those it skipped, shed by
+    its comparison backlog, as `skipped`), and capture failures."""
     verdicts: dict[str, float] = {}
     failures = 0.0
     for family in text_string_to_metric_families(metrics):
         for sample in family.samples:
             if sample.name == "calltap_pairs_total":
                 verdicts[sample.labels["verdict"]] = sample.value
+            elif sample.name == "calltap_pairs_skipped_total" and sample.value:
+                verdicts["skipped"] = verdicts.get("skipped", 0.0) + sample.value
             elif sample.name == "calltap_capture_failures_total":
                 failures = sample.value
     return verdicts, failures
