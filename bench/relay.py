@@ -47,6 +47,9 @@ stopped on the way out, Ctrl-C included.
   .venv/bin/python bench/relay.py --quick    # the same measurements, fewer requests (< 1 min)
   .venv/bin/python bench/relay.py --requests 1600 --paced-rounds 4 --recordings /dev/shm
   .venv/bin/python bench/relay.py --quick --bucket   # calltap uploading to a moto bucket
+  .venv/bin/python bench/relay.py --sustained --quick  # open-loop load at 80% and 150% of
+                                                       # calltap's comparison capacity
+                                                       # (bench/relay_sustained.py)
 """
 
 from __future__ import annotations
@@ -184,13 +187,16 @@ def topology(fleet: Fleet, name: str, provider: Server) -> Iterator[Topology]:
 
 
 def comparison_progress(metrics: str) -> tuple[dict[str, float], float]:
-    """From calltap's /metrics text: pairs compared by verdict, and capture failures."""
+    """From calltap's /metrics text: pairs compared by verdict (and those it skipped, shed by
+    its comparison backlog, as `skipped`), and capture failures."""
     verdicts: dict[str, float] = {}
     failures = 0.0
     for family in text_string_to_metric_families(metrics):
         for sample in family.samples:
             if sample.name == "calltap_pairs_total":
                 verdicts[sample.labels["verdict"]] = sample.value
+            elif sample.name == "calltap_pairs_skipped_total" and sample.value:
+                verdicts["skipped"] = verdicts.get("skipped", 0.0) + sample.value
             elif sample.name == "calltap_capture_failures_total":
                 failures = sample.value
     return verdicts, failures
@@ -329,9 +335,10 @@ def loop_name() -> str:
     return "uvloop"
 
 
-def parse_args() -> tuple[Plan, str | None, Path]:
-    """The plan, the GLIBC_TUNABLES to give the servers (None: glibc's defaults), and the
-    directory under which calltap records."""
+def parse_args() -> tuple[Plan, str | None, Path, bool, float | None]:
+    """The plan, the GLIBC_TUNABLES to give the servers (None: glibc's defaults), the
+    directory under which calltap records, whether calltap uploads to a bucket, and the minutes
+    of each sustained run (None: not the sustained mode)."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer requests: under a minute")
@@ -350,6 +357,12 @@ def parse_args() -> tuple[Plan, str | None, Path]:
     parser.add_argument("--bucket", action="store_true",
                         help="calltap uploads its pairs to a bucket of a moto S3 server on"
                              " loopback (the recordings directory is then its spool)")
+    parser.add_argument("--sustained", action="store_true",
+                        help="the sustained and overload mode instead: an open-loop load at 80%%"
+                             " and at 150%% of calltap's comparison capacity"
+                             " (bench/relay_sustained.py)")
+    parser.add_argument("--minutes", type=float, metavar="M",
+                        help="with --sustained, the minutes of each run (5; 1 with --quick)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="run the servers without GLIBC_TUNABLES=" + MALLOC_TUNABLES)
     args = parser.parse_args()
@@ -360,7 +373,9 @@ def parse_args() -> tuple[Plan, str | None, Path]:
     for name in ("concurrency", "paced_streams", "paced_rounds"):
         if getattr(args, name) is not None:
             plan = replace(plan, **{name: max(1, getattr(args, name))})
-    return plan, None if args.default_malloc else MALLOC_TUNABLES, args.recordings, args.bucket
+    minutes = args.minutes if args.minutes is not None else 1.0 if args.quick else 5.0
+    return (plan, None if args.default_malloc else MALLOC_TUNABLES, args.recordings, args.bucket,
+            minutes if args.sustained else None)
 
 
 def _terminate(_signum: int, _frame: object) -> None:
@@ -368,9 +383,12 @@ def _terminate(_signum: int, _frame: object) -> None:
 
 
 def main() -> int:
-    plan, malloc, recordings_under, with_bucket = parse_args()
+    plan, malloc, recordings_under, with_bucket, sustained_minutes = parse_args()
     env = server_env(malloc)
     signal.signal(signal.SIGTERM, _terminate)
+    if sustained_minutes is not None:
+        from relay_sustained import run_sustained  # it builds on this module's topologies
+        return run_sustained(plan.text_events, sustained_minutes, env, recordings_under)
     started = time.perf_counter()
     with (tempfile.TemporaryDirectory(prefix="calltap-relay-bench-") as workdir,
           tempfile.TemporaryDirectory(prefix=".calltap-relay-bench-",

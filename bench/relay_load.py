@@ -136,14 +136,15 @@ class LoadClient:
         async def worker(number: int) -> None:
             await asyncio.sleep(stagger * number / workers)
             for _ in remaining:
-                await self._one(outcome)
+                await self.one(outcome)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker(number) for number in range(workers)))
         outcome.seconds = time.perf_counter() - started
         return outcome
 
-    async def _one(self, outcome: Outcome) -> None:
+    async def one(self, outcome: Outcome) -> None:
+        """One request, its body checked; what it saw goes into `outcome`."""
         assert self._session is not None
         number = self._sent % len(self.work.bodies)
         self._sent += 1

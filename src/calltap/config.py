@@ -108,6 +108,14 @@ class Config:
     """Run the workers under Linux's SCHED_IDLE policy instead (`compare_niceness` is then
     unused): they get only the CPU time nothing else wants, so on a saturated machine the
     comparisons wait for the load to pass and the relay keeps its throughput."""
+    compare_deadline: float = 60.0
+    """Seconds after its capture closed by which a comparison must have started; a pair still
+    waiting for a worker then is not compared (`pair.skipped`, reason `deadline`), so under a
+    load past what the workers can compare the backlog stays bounded and fresh."""
+    max_compare_backlog: int = 1000
+    """Comparisons that may wait for a worker; a capture closing while this many wait is not
+    compared (`pair.skipped`, reason `backlog_full`). Either way its files and pair.json are
+    kept, for `calltap scan` to compare later."""
     redact_headers: tuple[str, ...] = ()
     """Header names redacted in pair.json on top of the built-in secret headers."""
     mask_body_patterns: tuple[str, ...] = ()
@@ -126,14 +134,16 @@ class Config:
             value = getattr(self, name)
             if value is not None:
                 parse_url(name, value)
-        for name in ("pairing_window", "grace_period", "connect_timeout", "read_timeout"):
+        for name in ("pairing_window", "grace_period", "connect_timeout", "read_timeout",
+                     "compare_deadline"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("max_capture_bytes", "max_fingerprint_body", "disk_quota_bytes",
                      "max_request_body"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("max_pending_pairs", "upstream_connections", "compare_workers"):
+        for name in ("max_pending_pairs", "upstream_connections", "compare_workers",
+                     "max_compare_backlog"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_header_line < MIN_HEADER_LINE:

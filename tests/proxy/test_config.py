@@ -123,3 +123,15 @@ def test_bucket_is_named_only_through_recordings(tmp_path: Path) -> None:
     path.write_text('provider = "http://x"\nbucket = "s3://b1b"\n')
     with pytest.raises(ConfigError, match="unknown key 'bucket'"):
         load_config(path, {}, {})
+
+
+def test_the_comparison_backlog_bounds_come_from_the_environment_and_are_checked() -> None:
+    config = load_config(None, {"provider": "http://x"},
+                         {"CALLTAP_COMPARE_DEADLINE": "2.5", "CALLTAP_MAX_COMPARE_BACKLOG": "7"})
+    assert (config.compare_deadline, config.max_compare_backlog) == (2.5, 7)
+    default = load_config(None, {"provider": "http://x"}, {})
+    assert (default.compare_deadline, default.max_compare_backlog) == (60.0, 1000)
+    for setting, value, message in (("compare_deadline", "0", "must be positive"),
+                                    ("max_compare_backlog", "0", "must be at least 1")):
+        with pytest.raises(ConfigError, match=f"{setting} {message}"):
+            load_config(None, {"provider": "http://x", setting: value}, {})

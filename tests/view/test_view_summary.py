@@ -58,3 +58,13 @@ def test_the_model_comes_from_the_request_else_from_the_path() -> None:
 def test_helpers_write_what_the_recordings_module_reads(tmp_path: Path) -> None:
     directory = write_pair(tmp_path, "req-2", two_calls(names=(WEATHER, CLOCK)), two_calls())
     assert recordings.read_pair(directory)["comparison"]["verdict"] == "equal"
+
+
+def test_a_pair_the_backlog_shed_is_listed_as_skipped_with_its_recorded_sizes() -> None:
+    document = {"request_id": "shed", "legs": {
+        "downstream": {"path": "/v1/chat/completions", "bytes": 12},
+        "upstream": {"path": "/v1/chat/completions", "bytes": 10}},
+        "skipped": {"reason": "deadline", "waited": 61.2}}
+    row = summarize("2026-11-30", "shed", document, None)
+    assert (row.verdict, row.codes, row.bytes_up, row.bytes_down, row.dialect_up) == (
+        "skipped", (), 10, 12, None)

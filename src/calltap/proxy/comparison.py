@@ -23,12 +23,14 @@ import orjson
 from calltap import recordings
 from calltap.config import Config
 from calltap.proxy.analysis import Job, Result, Workers, complete
+from calltap.proxy.backlog import Backlog, Shed, Skip, mask_files, skipped_document
 from calltap.proxy.capture import Recorder
 from calltap.proxy.hooks import (
     Addon,
     CaptureClosed,
     CaptureFailed,
     Hooks,
+    Mode,
     PairCompared,
     Recording,
 )
@@ -50,6 +52,8 @@ class Comparisons(Addon):
         self.recorder = recorder
         self.workers = Workers(config.compare_workers, config.compare_niceness,
                                idle=config.compare_when_idle)
+        self.backlog = Backlog(config.compare_workers, config.max_compare_backlog,
+                               config.compare_deadline)
         self.mask_patterns = list(config.mask_body_patterns)
         self.redact_extra = config.redact_headers
         self.single_leg = config.front is None or config.back is None
@@ -68,6 +72,9 @@ class Comparisons(Addon):
         finally:
             await self.drain()
             await self.workers.stop()
+
+    def health(self) -> dict[str, Any]:
+        return {"compare_backlog": len(self.backlog)}
 
     def capture_closed(self, event: CaptureClosed) -> None:
         recording = event.recording
@@ -144,6 +151,8 @@ class Comparisons(Addon):
             "mask_patterns": self.mask_patterns, "upstream": body_spec(chosen),
             "downstream": body_spec(recording.downstream), "mode": mode,
             "document": document, "closed_at": closed_at}) if files else None
+        if isinstance(result, Skip):
+            return await self._skipped(recording, document, mode, chosen, result, files)
         endings = result["endings"] if result is not None else {}
         for leg in legs:
             if leg.file in endings:
@@ -168,9 +177,12 @@ class Comparisons(Addon):
                           unpartnered=unpartnered),
             sizes={name: fact["bytes"] for name, fact in facts.items()}, chosen=chosen)
 
-    async def _analyze(self, recording: Recording, job: Job) -> Result | None:
+    async def _analyze(self, recording: Recording, job: Job) -> Result | Skip | None:
         try:
-            return await self.workers.analyze(job)
+            async with self.backlog.turn(job["closed_at"]):
+                return await self.workers.analyze(job)
+        except Shed as shed:
+            return shed.skip
         except asyncio.CancelledError:
             if not self._abandoning:
                 raise
@@ -179,6 +191,20 @@ class Comparisons(Addon):
         except Exception as exc:
             self._failed("compare", exc, recording.directory)
         return None
+
+    async def _skipped(self, recording: Recording, document: dict[str, Any], mode: Mode,
+                       chosen: Leg | None, skip: Skip, files: list[str]) -> PairCompared:
+        """A capture the backlog shed: pair.json written here, with what was recorded."""
+        sizes = {leg.file: leg.sink.recorded for leg in recording.legs
+                 if leg.file is not None and leg.sink is not None}
+        if self.mask_patterns:
+            sizes = await self.recorder.disk.call(mask_files, recording.directory, files,
+                                                  self.mask_patterns)
+        skipped_document(document, sizes, skip)
+        written = await self.recorder.write_pair(recording.directory, document)
+        pair_json = recording.directory / recordings.PAIR_JSON
+        return PairCompared(recording, document, mode, pair_json if written else None,
+                            sizes=sizes, chosen=chosen, skipped=skip)
 
     def _written_by_worker(self, result: Result, pair_json: Path) -> bool:
         """Account for the pair.json the worker wrote, or report why it could not."""

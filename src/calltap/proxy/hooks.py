@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from calltap.codes import Severity
+from calltap.proxy.backlog import Skip
 from calltap.proxy.capture import Claim
 from calltap.proxy.lifecycle import Kind
 from calltap.proxy.relay import Leg
@@ -117,6 +118,8 @@ class PairCompared(Event):
     """Recorded body bytes by file name."""
     chosen: Leg | None = None
     """The compared upstream attempt."""
+    skipped: Skip | None = None
+    """Why the capture was not compared (the comparison backlog shed it)."""
 
 
 @dataclass(slots=True)

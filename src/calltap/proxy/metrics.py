@@ -9,6 +9,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from calltap.proxy.backlog import REASONS
 from calltap.proxy.hooks import (
     Addon,
     CaptureFailed,
@@ -32,7 +33,8 @@ class Metrics(Addon):
     """Counters are bumped once per leg or pair, never per relayed chunk."""
 
     def __init__(self, pending_pairs: Callable[[], float],
-                 compared_paths: tuple[str, ...] = ()) -> None:
+                 compared_paths: tuple[str, ...] = (),
+                 compare_backlog: Callable[[], float] = lambda: 0) -> None:
         self.compared_paths = compared_paths
         """The routes divergences are counted by: a compared path, never the raw request path
         (Gemini's and Bedrock's carry model ids), so the label's values are this list's."""
@@ -69,6 +71,15 @@ class Metrics(Addon):
             "calltap_pending_pairs", "Front legs waiting for their upstream leg",
             registry=self.registry)
         self.pending.set_function(pending_pairs)
+        self.skipped = Counter(
+            "calltap_pairs_skipped", "Pairs not compared because the comparison backlog shed"
+            " them, by reason (backlog_full, deadline)", ["reason"], registry=self.registry)
+        for reason in REASONS:
+            self.skipped.labels(reason)
+        self.backlog = Gauge(
+            "calltap_compare_backlog_pairs", "Comparisons waiting for a worker",
+            registry=self.registry)
+        self.backlog.set_function(compare_backlog)
         self.first_byte = Histogram(
             "calltap_first_byte_seconds",
             "Seconds from a leg's request start to its first response byte, by leg",
@@ -99,6 +110,8 @@ class Metrics(Addon):
     def pair_compared(self, event: PairCompared) -> None:
         if event.verdict is not None:
             self.pairs.labels(event.verdict).inc()
+        if event.skipped is not None:
+            self.skipped.labels(event.skipped.reason).inc()
         recording = event.recording
         if recording.orphan:
             leg = "downstream" if recording.downstream is not None else "upstream"

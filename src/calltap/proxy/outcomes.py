@@ -1,11 +1,12 @@
 """The divergence log addon: what calltap says about each finalized capture, one JSON line each.
 
-One line per capture (`pair.compared`, `leg.checked` or `pair.orphaned`), `leg.aborted` per leg
-that did not end complete (judged from what it relayed), and the alarms people tail: a
-`divergence` per breaking finding of a comparison, a `leg.defect` per fatal finding of a leg with
-no partner to compare it with. Which findings are alarms is decided once, by `alarms`, from each
-finding's `Severity`; the metrics addon counts the same list. Also `capture.failed`,
-`request.refused`, `recording.paused`/`resumed` and `pairs.evicted`.
+One line per capture (`pair.compared`, `leg.checked` or `pair.orphaned`; `pair.skipped` when the
+comparison backlog shed it), `leg.aborted` per leg that did not end complete (judged from what it
+relayed), and the alarms people tail: a `divergence` per breaking finding of a comparison, a
+`leg.defect` per fatal finding of a leg with no partner to compare it with. Which findings are
+alarms is decided once, by `alarms`, from each finding's `Severity`; the metrics addon counts the
+same list. Also `capture.failed`, `request.refused`, `recording.paused`/`resumed` and
+`pairs.evicted`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from calltap.codes import Severity
 from calltap.proxy.analysis import Judgement
+from calltap.proxy.backlog import Skip
 from calltap.proxy.hooks import (
     Addon,
     Alarm,
@@ -74,9 +76,10 @@ class DivergenceLog(Addon):
         leg = recording.downstream or event.chosen
         common = {"request_id": recording.key, "verdict": event.verdict, "codes": event.codes,
                   "capture": capture}
-        if recording.orphan:
-            side = "downstream" if recording.downstream is not None else "upstream"
-            self.log.warning("pair.orphaned", side=side, **common)
+        if event.skipped is not None:
+            self.skipped(event.skipped, recording, capture, common)
+        elif recording.orphan:
+            self.orphaned(recording, common)
         elif event.mode == "compare" and leg is not None:
             self.log.info(
                 "pair.compared", pairing=recording.pairing, attempts=len(recording.attempts),
@@ -92,6 +95,19 @@ class DivergenceLog(Addon):
             self.log.warning(alarm.event, request_id=recording.key, code=str(finding.code),
                              severity=str(alarm.severity), side=alarm.side,
                              choice=finding.choice, count=finding.count, capture=capture)
+
+    def skipped(self, skip: Skip, recording: Recording, capture: str,
+                common: dict[str, Any]) -> None:
+        """`pair.skipped` for a capture the comparison backlog shed (and `pair.orphaned` too
+        for an orphan: it is still one)."""
+        self.log.warning("pair.skipped", request_id=recording.key, capture=capture,
+                         reason=skip.reason, waited=round(skip.waited, 3), backlog=skip.backlog)
+        if recording.orphan:
+            self.orphaned(recording, common)
+
+    def orphaned(self, recording: Recording, common: dict[str, Any]) -> None:
+        side = "downstream" if recording.downstream is not None else "upstream"
+        self.log.warning("pair.orphaned", side=side, **common)
 
     def leg_ended(self, event: LegEnded) -> None:
         """A leg nobody records is judged by its socket alone, at once."""

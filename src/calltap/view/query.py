@@ -9,9 +9,9 @@ from aiohttp import web
 from calltap import recordings
 from calltap.codes import Code
 from calltap.view.index import Filters
-from calltap.view.summary import RECORDED
+from calltap.view.summary import RECORDED, SKIPPED
 
-VERDICTS = ("diverged", "inconclusive", "equal", "defective", "clean", RECORDED)
+VERDICTS = ("diverged", "inconclusive", "equal", "defective", "clean", RECORDED, SKIPPED)
 CODES = tuple(str(code) for code in Code)
 MAX_LIMIT = 500
 

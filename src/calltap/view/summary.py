@@ -21,6 +21,9 @@ REPORTS = ("comparison", "check")
 """pair.json's keys for a pair's comparison and a single leg's check."""
 RECORDED = "recorded"
 """The verdict of a capture that was recorded but neither compared nor checked."""
+SKIPPED = "skipped"
+"""The verdict of a capture calltap did not compare because its comparison backlog shed it
+(pair.json's `skipped`): `calltap scan` compares it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +72,8 @@ def summarize(day: str, key: str, document: dict[str, Any], request: bytes | Non
         dialect_down=_dialect(report, "downstream", bool(down)),
         pairing=_text(document.get("pairing")),
         attempts=_int(document.get("attempts")),
-        verdict=_text(report.get("verdict")) or RECORDED,
+        verdict=_text(report.get("verdict"))
+        or (SKIPPED if isinstance(document.get("skipped"), dict) else RECORDED),
         codes=codes_of(report),
         bytes_up=_int(up.get("bytes")),
         bytes_down=_int(down.get("bytes")),
