@@ -30,7 +30,7 @@ reached through `request_conversation` and `usage_requested` here, by the reques
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice
 from typing import Any
 
@@ -47,8 +47,9 @@ from calltap.dialects import (
 from calltap.dialects.base import Conversation, Dialect, Framing
 from calltap.dialects.common import error_expected, invalid_payload, issue_findings
 from calltap.dialects.content import EncodingError, decode_content
-from calltap.dialects.framing import STREAM_FRAMINGS, reader, sniff_framing
+from calltap.dialects.framing import STREAM_FRAMINGS, Frames, reader, sniff_framing
 from calltap.jsonvalues import JsonInvalid, load_envelope
+from calltap.sse import Blocks
 from calltap.transcript import Capture, Finding, Position, Transcript
 
 DIALECTS: tuple[Dialect, ...] = (
@@ -72,6 +73,8 @@ REPORTED_FRAMINGS: dict[str, str] = {"jsonarray": "json"}
 SNIFF_EVENTS = 8
 """How many frames detection reads before it gives up on the content and asks the path."""
 DEFAULT_REQUEST_DIALECT: Dialect = openai_chat
+BLOCK_READERS: dict[Dialect, Callable[..., Transcript]] = {openai_chat: openai_chat.reduce_blocks}
+"""The dialects that read a body of plain `data:` blocks (`sse.Blocks`) without its events."""
 """Whose request reading a path no dialect names gets: a chat-like `messages` list anywhere."""
 
 
@@ -133,11 +136,16 @@ def _transcribe_stream(
     body: bytes, capture: Capture, forced: Dialect | None, framing: Framing
 ) -> Transcript:
     frames = STREAM_FRAMINGS[framing](body)
+    blocks = frames.blocks()
+    if blocks is not None:
+        transcript = _transcribe_blocks(blocks, capture, forced, frames)
+        if transcript is not None:
+            return transcript
     events = iter(frames)
     sample = list(islice(events, SNIFF_EVENTS))
     path = capture.path if sample or frames.cut() is None else None
     candidates = tuple(dialect for dialect in DIALECTS if reader(framing) == dialect.FRAMING)
-    payloads = [frames.payload(frame) for frame in sample]
+    payloads = (frames.payload(frame) for frame in sample)
     dialect = forced or _detect(payloads, path, candidates)
     if dialect is None:
         transcript = _unknown(
@@ -150,6 +158,21 @@ def _transcribe_stream(
     if ending is not None:
         transcript.findings.append(ending)
     return transcript
+
+
+def _transcribe_blocks(
+    blocks: Blocks, capture: Capture, forced: Dialect | None, frames: Frames
+) -> Transcript | None:
+    """A body of plain blocks read by its dialect's BLOCK_READERS entry, detected from the same
+    events as `_transcribe_stream` reads; None when its dialect has none (the body then goes
+    the general way). Such a body ends at a block boundary: there is no ending to report."""
+    events = (window.event(index) for window in blocks.windows()
+              for index in range(len(window.data)))
+    payloads = (frames.payload(event) for event in islice(events, SNIFF_EVENTS))
+    candidates = tuple(dialect for dialect in DIALECTS if dialect.FRAMING == "sse")
+    dialect = forced or _detect(payloads, capture.path, candidates)
+    read = BLOCK_READERS.get(dialect) if dialect is not None else None
+    return None if read is None else read(blocks, status=capture.status)
 
 
 def dialect_named(name: str) -> Dialect:
@@ -200,7 +223,7 @@ def _forced(capture: Capture, body: bytes) -> Dialect | None:
 
 
 def _detect(
-    payloads: Sequence[Any], path: str | None, candidates: Sequence[Dialect]
+    payloads: Iterable[Any], path: str | None, candidates: Sequence[Dialect]
 ) -> Dialect | None:
     """The dialect the content names; the one the path names when the content names none."""
     for payload in payloads:

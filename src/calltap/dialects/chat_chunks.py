@@ -1,0 +1,96 @@
+"""Chat Completions chunks decoded into typed envelopes, for the reducer's plain-block path.
+
+orjson builds a dict for every field of every chunk, though the reducer reads only `error`,
+`usage` and each of `choices`' `index`, `delta` and `finish_reason`. msgspec decodes a chunk into
+Structs that hold just what a chunk may carry, for a fraction of the cost, and the reducer reads
+a Struct as it reads orjson's dict, which is only right where the two decoders agree. So
+`decode` gives None, and the payload goes the general way (orjson, then the strict decoder),
+wherever they might not:
+- a field the Structs do not name: msgspec would skip it without the checks orjson makes (a
+  number that overflows a double), so they forbid unknown fields, and name every field OpenAI
+  and Azure send, each decoded (and checked) whole;
+- a value of another type than a Struct holds: a payload that is not an object, `choices` that
+  is not a list of objects;
+- a payload long enough to nest `orjson`'s 1024 levels: msgspec's limit is the interpreter's
+  recursion limit, which may be higher;
+- anything msgspec rejects.
+What msgspec accepts then, orjson reads alike: both check the UTF-8 of every string and key,
+keep the last of repeated keys in the first one's place, and read numbers to the same values,
+except integers outside [-2**63, 2**64 - 1], which orjson turns into floats. `faithful` tells
+whether a chunk's read values hold none of those.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+_SHALLOW = 2 * 1024
+"""Payloads shorter than this cannot nest 1024 levels (each level takes two bytes)."""
+_LOWEST = -(2**63)
+_HIGHEST = 2**64 - 1
+"""The integers orjson keeps as integers."""
+
+
+class Choice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One entry of `choices`. Structs of JSON values are never part of a cycle, hence no GC."""
+
+    index: Any = None
+    delta: Any = None
+    finish_reason: Any = None
+    logprobs: Any = None
+    content_filter_results: Any = None
+
+
+class Chunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A `chat.completion.chunk` (an error payload too: every field is optional)."""
+
+    id: Any = None
+    object: Any = None
+    created: Any = None
+    model: Any = None
+    system_fingerprint: Any = None
+    service_tier: Any = None
+    obfuscation: Any = None
+    prompt_filter_results: Any = None
+    choices: list[Choice] | None = None
+    usage: Any = None
+    error: Any = None
+
+
+_decode = msgspec.json.Decoder(Chunk).decode
+
+
+def decode(payload: bytes) -> Chunk | None:
+    """The payload as a Chunk, or None when orjson must read it (see the module docstring)."""
+    if len(payload) < _SHALLOW:
+        try:
+            return _decode(payload)
+        except (msgspec.MsgspecError, RecursionError):
+            pass
+    return None
+
+
+def faithful(chunk: Chunk) -> bool:
+    """True when the values the reducer reads are those orjson gives."""
+    try:
+        if not (_exact(chunk.error) and _exact(chunk.usage)):
+            return False
+        return all(
+            _exact(entry.index) and _exact(entry.delta) and _exact(entry.finish_reason)
+            for entry in chunk.choices or ()
+        )
+    except RecursionError:
+        return False
+
+
+def _exact(value: Any) -> bool:
+    kind = value.__class__
+    if kind is int:
+        return _LOWEST <= value <= _HIGHEST
+    if kind is dict:
+        return all(map(_exact, value.values()))
+    if kind is list:
+        return all(map(_exact, value))
+    return True
