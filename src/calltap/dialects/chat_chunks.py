@@ -72,6 +72,16 @@ def decode(payload: bytes) -> Chunk | None:
     return None
 
 
+def decode_all(payloads: list[bytes]) -> list[Chunk | None]:
+    """`decode` of each payload, in one call to msgspec while it accepts every one."""
+    if max(map(len, payloads), default=0) < _SHALLOW:
+        try:
+            return list(map(_decode, payloads))
+        except (msgspec.MsgspecError, RecursionError):
+            pass
+    return [decode(payload) for payload in payloads]
+
+
 def faithful(chunk: Chunk) -> bool:
     """True when the values the reducer reads are those orjson gives."""
     try:

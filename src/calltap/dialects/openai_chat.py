@@ -50,7 +50,7 @@ import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
-from calltap.dialects.chat_chunks import decode as decode_chunk
+from calltap.dialects.chat_chunks import decode_all as decode_chunks
 from calltap.dialects.chat_chunks import faithful
 from calltap.dialects.chat_deltas import DeltaShape
 from calltap.dialects.common import (
@@ -225,14 +225,12 @@ class _Reducer(Reducer):
         """
         transcript = self.transcript
         states = self.choices
-        terminal = False
         for window in blocks.windows():
+            data = window.data
+            terminal = TERMINAL_BYTES in data
+            end = data.index(TERMINAL_BYTES) if terminal else len(data)
             event_at = window.event
-            for index, piece in enumerate(window.data):
-                if piece == TERMINAL_BYTES:
-                    terminal = True
-                    break
-                chunk = decode_chunk(piece)
+            for index, chunk in enumerate(decode_chunks(data[:end])):
                 if chunk is None:
                     self.read(event_at(index))
                     continue
@@ -260,8 +258,7 @@ class _Reducer(Reducer):
                 transcript.terminal_seen = True
                 break
         transcript.events = blocks.count
-        last = index if terminal else len(window.data) - 1
-        transcript.end_position = position_of(window.event(last))
+        transcript.end_position = position_of(window.event(end if terminal else end - 1))
         return self.result()
 
     def read(self, event: Event) -> None:
