@@ -43,7 +43,7 @@ index, so each takes its position in the list.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -219,47 +219,60 @@ class _Reducer(Reducer):
         """`stream` for plain blocks, without building an event for a payload that needs none.
 
         Each payload is decoded into a typed chunk (`chat_chunks`); one that is a plain text
-        delta of a choice already seen, after its first, is appended to that choice's text and
-        nothing else; any other chunk is read as `payload` reads a dict, with its event; a
-        payload the typed decoder leaves to orjson is read as `stream` reads it.
+        delta of a choice whose message already holds text (as `entry` skips the SDK's fold for
+        it) is appended to that choice's text and nothing else; any other chunk is read as
+        `payload` reads a dict, with its event; a payload the typed decoder leaves to orjson is
+        read as `stream` reads it.
         """
         transcript = self.transcript
-        states = self.choices
+        texts: dict[int, Callable[[str], None]] = {}
+        """Where the text of each choice whose message holds text already goes."""
         for window in blocks.windows():
             data = window.data
-            terminal = TERMINAL_BYTES in data
-            end = data.index(TERMINAL_BYTES) if terminal else len(data)
+            try:
+                end = data.index(TERMINAL_BYTES)
+            except ValueError:
+                end, terminal = len(data), False
+            else:
+                terminal = True
             event_at = window.event
             for index, chunk in enumerate(decode_chunks(data[:end])):
                 if chunk is None:
                     self.read(event_at(index))
+                    self.texts_of(texts)
                     continue
                 choices = chunk.choices
                 if choices is not None and len(choices) == 1 and not (chunk.error or chunk.usage):
                     entry = choices[0]
                     delta, choice = entry.delta, entry.index
-                    if (entry.finish_reason is None and delta.__class__ is dict
-                            and len(delta) == 1 and choice.__class__ is int):
+                    if (delta.__class__ is dict and len(delta) == 1
+                            and entry.finish_reason is None and choice.__class__ is int):
                         content = delta.get("content")
-                        state = states.get(choice)
-                        if (content.__class__ is str and state is not None
-                                and "content" in state.deltas.message):
+                        append = texts.get(choice)
+                        if content.__class__ is str and append is not None:
                             if content:
-                                state.text.append(content)
+                                append(content)
                             continue
-                if not faithful(chunk):
+                if faithful(chunk):
+                    event = event_at(index)
+                    self.envelope(chunk.error, chunk.usage, event)
+                    for entry in choices or ():
+                        self.entry(entry.index, entry.delta, entry.finish_reason, event)
+                else:
                     self.read(event_at(index))
-                    continue
-                event = event_at(index)
-                self.envelope(chunk.error, chunk.usage, event)
-                for entry in choices or ():
-                    self.entry(entry.index, entry.delta, entry.finish_reason, event)
+                self.texts_of(texts)
             if terminal:
                 transcript.terminal_seen = True
                 break
         transcript.events = blocks.count
         transcript.end_position = position_of(window.event(end if terminal else end - 1))
         return self.result()
+
+    def texts_of(self, texts: dict[int, Callable[[str], None]]) -> None:
+        """Note where the text of each choice whose message now holds text goes."""
+        for index, state in self.choices.items():
+            if index not in texts and "content" in state.deltas.message:
+                texts[index] = state.text.append
 
     def read(self, event: Event) -> None:
         """One event's payload: orjson reads it, or `strict_payload` what orjson rejects."""
