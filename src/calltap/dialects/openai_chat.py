@@ -225,8 +225,8 @@ class _Reducer(Reducer):
         read as `stream` reads it.
         """
         transcript = self.transcript
+        # where the text of each choice whose message holds text already goes
         texts: dict[int, Callable[[str], None]] = {}
-        """Where the text of each choice whose message holds text already goes."""
         for window in blocks.windows():
             data = window.data
             try:
