@@ -17,7 +17,7 @@ when the bytes fed hold no CR and begin at a block boundary, such blocks are cut
 decoded once. Every other block goes through the general line machine.
 
 A whole body that is nothing but one-line `data: ` blocks (most Chat Completions streams) can be
-read without the parser at all: `Blocks.of` checks it with two bytes counts and cuts it with
+read without the parser at all: `Blocks.of` checks its shape by counting its LFs, it is cut with
 bytes splits, and a reducer that needs an event's position or text asks its `Window` for just
 that event.
 """

@@ -75,9 +75,9 @@ REPORTED_FRAMINGS: dict[str, str] = {"jsonarray": "json"}
 SNIFF_EVENTS = 8
 """How many frames detection reads before it gives up on the content and asks the path."""
 DEFAULT_REQUEST_DIALECT: Dialect = openai_chat
+"""Whose request reading a path no dialect names gets: a chat-like `messages` list anywhere."""
 BLOCK_READERS: dict[Dialect, Callable[..., Transcript]] = {openai_chat: openai_chat.reduce_blocks}
 """The dialects that read a body of plain `data:` blocks (`sse.Blocks`) without its events."""
-"""Whose request reading a path no dialect names gets: a chat-like `messages` list anywhere."""
 
 
 def transcribe(capture: Capture) -> Transcript:
