@@ -316,7 +316,8 @@ class Window:
     """Consecutive plain blocks of a body (`Blocks`): their data as bytes, and any one's event
     built on demand, so that positions cost nothing for the events no finding names. Offsets
     near either end of the window (where a stream's finish, usage and end are) are summed when
-    asked; others come from a table of every block's start, made the first time one is asked.
+    asked; any other comes from a table of every block's start, made the first time one is
+    asked and used for every offset after.
     """
 
     __slots__ = ("_starts", "data", "end", "first", "start")
@@ -331,20 +332,34 @@ class Window:
         """The byte offsets of the first block and of the byte after the last."""
         self._starts: list[int] | None = None
 
+    def offset(self, index: int) -> int:
+        """The byte offset of the window's block `index`."""
+        if self._starts is not None:
+            return self.start + self._starts[index] + _BLOCK_FRAME * index
+        data = self.data
+        if index <= _NEAR_END:
+            return self.start + sum(map(len, data[:index])) + _BLOCK_FRAME * index
+        after = len(data) - index
+        if after <= _NEAR_END:
+            return self.end - sum(map(len, data[index:])) - _BLOCK_FRAME * after
+        self._starts = list(accumulate(map(len, data), initial=0))
+        return self.start + self._starts[index] + _BLOCK_FRAME * index
+
     def event(self, index: int) -> Event:
         """The event of the window's block `index`, as the parser dispatches it."""
-        data = self.data
-        after = len(data) - index
-        if index <= _NEAR_END:
-            offset = self.start + sum(map(len, data[:index])) + _BLOCK_FRAME * index
-        elif after <= _NEAR_END:
-            offset = self.end - sum(map(len, data[index:])) - _BLOCK_FRAME * after
-        else:
-            if self._starts is None:
-                self._starts = list(accumulate(map(len, data), initial=0))
-            offset = self.start + self._starts[index] + _BLOCK_FRAME * index
-        text = data[index].decode(errors="replace")
-        return Event(self.first + index, offset, "message", text, "")
+        text = self.data[index].decode(errors="replace")
+        return _new_event(Event, (self.first + index, self.offset(index), "message", text, ""))
+
+    def events(self, start: int, stop: int) -> Iterator[Event]:
+        """The events of blocks `start` to `stop` (excluded), in order."""
+        offset = self.offset(start)
+        for index, data in enumerate(self.data[start:stop], self.first + start):
+            yield _new_event(Event, (index, offset, "message", data.decode(errors="replace"), ""))
+            offset += len(data) + _BLOCK_FRAME
+
+
+_new_event = tuple.__new__
+"""An Event from its fields, without the named tuple's own constructor (twice as costly)."""
 
 
 def _field(line: bytes) -> tuple[bytes, bytes]:

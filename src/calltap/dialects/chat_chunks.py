@@ -4,8 +4,8 @@ orjson builds a dict for every field of every chunk, though the reducer reads on
 `usage` and each of `choices`' `index`, `delta` and `finish_reason`. msgspec decodes a chunk into
 Structs that hold just what a chunk may carry, for a fraction of the cost, and the reducer reads
 a Struct as it reads orjson's dict, which is only right where the two decoders agree. So
-`decode` gives None, and the payload goes the general way (orjson, then the strict decoder),
-wherever they might not:
+`decode_all` leaves a payload to the general way (orjson, then the strict decoder) wherever they
+might not:
 - a field the Structs do not name: msgspec would skip it without the checks orjson makes (a
   number that overflows a double), so they forbid unknown fields, and name every field OpenAI
   and Azure send, each decoded (and checked) whole;
@@ -62,24 +62,27 @@ class Chunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _decode = msgspec.json.Decoder(Chunk).decode
 
 
-def decode(payload: bytes) -> Chunk | None:
-    """The payload as a Chunk, or None when orjson must read it (see the module docstring)."""
-    if len(payload) < _SHALLOW:
-        try:
-            return _decode(payload)
-        except (msgspec.MsgspecError, RecursionError):
-            pass
-    return None
-
-
 def decode_all(payloads: list[bytes]) -> list[Chunk | None]:
-    """`decode` of each payload, in one call to msgspec while it accepts every one."""
-    if max(map(len, payloads), default=0) < _SHALLOW:
+    """The payloads as Chunks, up to the first one msgspec rejects (the list stops short of it:
+    orjson reads it and every one after, so that a stream whose chunks all carry a field the
+    Structs do not name costs one rejection, not one per chunk); None for a payload long enough
+    to nest too deep."""
+    shallow = max(map(len, payloads), default=0) < _SHALLOW
+    if shallow:
         try:
             return list(map(_decode, payloads))
         except (msgspec.MsgspecError, RecursionError):
             pass
-    return [decode(payload) for payload in payloads]
+    chunks: list[Chunk | None] = []
+    for payload in payloads:
+        if shallow or len(payload) < _SHALLOW:
+            try:
+                chunks.append(_decode(payload))
+            except (msgspec.MsgspecError, RecursionError):
+                break
+        else:
+            chunks.append(None)
+    return chunks
 
 
 def faithful(chunk: Chunk) -> bool:

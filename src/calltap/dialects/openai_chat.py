@@ -221,8 +221,8 @@ class _Reducer(Reducer):
         Each payload is decoded into a typed chunk (`chat_chunks`); one that is a plain text
         delta of a choice whose message already holds text (as `entry` skips the SDK's fold for
         it) is appended to that choice's text and nothing else; any other chunk is read as
-        `payload` reads a dict, with its event; a payload the typed decoder leaves to orjson is
-        read as `stream` reads it.
+        `payload` reads a dict, with its event; the payloads the typed decoder leaves to orjson
+        are read as `stream` reads them.
         """
         transcript = self.transcript
         # where the text of each choice whose message holds text already goes
@@ -236,7 +236,8 @@ class _Reducer(Reducer):
             else:
                 terminal = True
             event_at = window.event
-            for index, chunk in enumerate(decode_chunks(data[:end])):
+            chunks = decode_chunks(data[:end])
+            for index, chunk in enumerate(chunks):
                 if chunk is None:
                     self.read(event_at(index))
                     self.texts_of(texts)
@@ -260,6 +261,10 @@ class _Reducer(Reducer):
                         self.entry(entry.index, entry.delta, entry.finish_reason, event)
                 else:
                     self.read(event_at(index))
+                self.texts_of(texts)
+            if len(chunks) < end:
+                for event in window.events(len(chunks), end):
+                    self.read(event)
                 self.texts_of(texts)
             if terminal:
                 transcript.terminal_seen = True
