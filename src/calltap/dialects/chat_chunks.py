@@ -86,24 +86,19 @@ def decode_all(payloads: list[bytes]) -> list[Chunk | None]:
 
 
 def faithful(chunk: Chunk) -> bool:
-    """True when the values the reducer reads are those orjson gives."""
-    try:
-        if not (_exact(chunk.error) and _exact(chunk.usage)):
-            return False
-        return all(
-            _exact(entry.index) and _exact(entry.delta) and _exact(entry.finish_reason)
-            for entry in chunk.choices or ()
-        )
-    except RecursionError:
-        return False
-
-
-def _exact(value: Any) -> bool:
-    kind = value.__class__
-    if kind is int:
-        return _LOWEST <= value <= _HIGHEST
-    if kind is dict:
-        return all(map(_exact, value.values()))
-    if kind is list:
-        return all(map(_exact, value))
+    """True when the values the reducer reads are those orjson gives: no integer among them is
+    one orjson makes a float."""
+    values = [chunk.error, chunk.usage]
+    for entry in chunk.choices or ():
+        values += (entry.index, entry.delta, entry.finish_reason)
+    while values:
+        value = values.pop()
+        kind = value.__class__
+        if kind is int:
+            if not _LOWEST <= value <= _HIGHEST:
+                return False
+        elif kind is dict:
+            values += value.values()
+        elif kind is list:
+            values += value
     return True
