@@ -109,7 +109,7 @@ def _framing(body: bytes, capture: Capture, forced: Dialect | None) -> Framing:
     of lines; a JSON array element by element if it is a dialect of events, else whole."""
     framing = sniff_framing(body, capture.content_type)
     named = forced or dialect_of_path(capture.path)
-    if named is not None and not body.strip() and named.FRAMING != "json":
+    if named is not None and (not body or body.isspace()) and named.FRAMING != "json":
         return named.FRAMING
     if forced is None or reader(framing) in ("json", forced.FRAMING):
         return framing
