@@ -14,10 +14,11 @@ might not:
 - a payload long enough to nest `orjson`'s 1024 levels: msgspec's limit is the interpreter's
   recursion limit, which may be higher;
 - anything msgspec rejects.
-What msgspec accepts then, orjson reads alike: both check the UTF-8 of every string and key,
-keep the last of repeated keys in the first one's place, and read numbers to the same values,
-except integers outside [-2**63, 2**64 - 1], which orjson turns into floats. `faithful` tells
-whether a chunk's read values hold none of those.
+What msgspec accepts then, orjson reads alike: msgspec rejects invalid UTF-8 in any string or
+key (which the general way reads with replacement characters), both keep the last of repeated
+keys in the first one's place, and both read numbers to the same values, except integers outside
+[-2**63, 2**64 - 1], which orjson turns into floats. `faithful` tells whether a chunk's read
+values hold none of those.
 """
 
 from __future__ import annotations
