@@ -29,6 +29,9 @@ import msgspec
 
 _SHALLOW = 2 * 1024
 """Payloads shorter than this cannot nest 1024 levels (each level takes two bytes)."""
+_REJECTED = (ValueError, RecursionError)
+"""What msgspec raises on a payload it does not take: its own errors, and before 0.23 a
+UnicodeDecodeError for invalid UTF-8 (both ValueErrors); RecursionError past its nesting limit."""
 _LOWEST = -(2**63)
 _HIGHEST = 2**64 - 1
 """The integers orjson keeps as integers."""
@@ -72,14 +75,14 @@ def decode_all(payloads: list[bytes]) -> list[Chunk | None]:
     if shallow:
         try:
             return list(map(_decode, payloads))
-        except (msgspec.MsgspecError, RecursionError):
+        except _REJECTED:
             pass
     chunks: list[Chunk | None] = []
     for payload in payloads:
         if shallow or len(payload) < _SHALLOW:
             try:
                 chunks.append(_decode(payload))
-            except (msgspec.MsgspecError, RecursionError):
+            except _REJECTED:
                 break
         else:
             chunks.append(None)
