@@ -17,9 +17,9 @@ when the bytes fed hold no CR and begin at a block boundary, such blocks are cut
 decoded once. Every other block goes through the general line machine.
 
 A whole body that is nothing but one-line `data: ` blocks (most Chat Completions streams) can be
-read without the parser at all: `Blocks.of` checks its shape by counting its LFs, it is cut with
-bytes splits, and a reducer that needs an event's position or text asks its `Window` for just
-that event.
+read without the parser at all: `Blocks.of` checks its shape with a bytes search or count, it is
+cut with bytes splits, and a reducer that needs an event's position or text asks its `Window` for
+just that event.
 """
 
 from __future__ import annotations
@@ -280,18 +280,20 @@ class Blocks:
     def of(cls, body: bytes) -> Blocks | None:
         """The body's plain blocks, or None when it has any other shape. A body that starts with
         `data: ` and ends with a blank line, cut at every blank line followed by `data: `, is
-        plain when it holds exactly two LFs per piece: then no piece holds a line end."""
+        plain when no piece holds a line end: when the pieces joined hold no LF (one search,
+        for a body within a window, which is cut anyway), or when the body holds exactly two
+        LFs per piece (one count, for a longer one)."""
         if b"\r" in body or not body.startswith(_DATA) or not body.endswith(_BLOCK_END):
             return None
         if len(body) <= WINDOW:
             whole = Window(body, 0, 0, len(body))
-            count = len(whole.data)
-        else:
-            whole = None
-            count = body.count(_BETWEEN_DATA) + 1
+            if b"\n" in b"".join(whole.data):
+                return None
+            return cls(body, len(whole.data), whole)
+        count = body.count(_BETWEEN_DATA) + 1
         if body.count(b"\n") != 2 * count:
             return None
-        return cls(body, count, whole)
+        return cls(body, count, None)
 
     def windows(self) -> Iterator[Window]:
         """The body's blocks in windows of whole blocks, in order; at least one."""
