@@ -15,14 +15,19 @@ Two paths read the same rules. Almost every block a provider sends is one `data:
 or an `event: <type>` line and a `data: <payload>` line, each ended by LF, then a blank line;
 when the bytes fed hold no CR and begin at a block boundary, such blocks are cut out whole and
 decoded once. Every other block goes through the general line machine.
+
+A whole body that is nothing but one-line `data: ` blocks (most Chat Completions streams) can be
+read without the parser at all: `Blocks.of` checks its shape with a bytes search or count, it is
+cut with bytes splits, and a reducer that needs an event's position or text asks its `Window` for
+just that event.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import accumulate, repeat
 from typing import NamedTuple
 
 _BOM = b"\xef\xbb\xbf"
@@ -33,6 +38,13 @@ _EVENT = b"event: "
 _EVENT_LENGTH = len(_EVENT)
 _LF = ord("\n")
 _BLOCK_END = b"\n\n"
+_BETWEEN_DATA = _BLOCK_END + _DATA
+_BLOCK_FRAME = _DATA_LENGTH + len(_BLOCK_END)
+"""The bytes a plain block adds around its data: `data: ` and the blank line."""
+_NEAR_END = 32
+"""How many blocks from either end of a window have their offset summed when asked."""
+WINDOW = 64 * 1024
+"""About how many bytes of plain blocks are cut at once."""
 
 
 class Event(NamedTuple):
@@ -243,6 +255,113 @@ class SSEParser:
         self._last_event_id = last_event_id
         self._ordinal = ordinal
         return events
+
+
+class Blocks:
+    """A body of plain blocks: each a `data: <payload>` line then a blank line, with no CR and
+    no other line. Each block is an event of type "message" without id whose data is the line's
+    value, and the body ends at a block boundary.
+
+    `windows` cuts the body into runs of whole blocks of about WINDOW bytes, so that a body of
+    any length costs memory for one run's data at a time; a body within one window is cut once,
+    when it is checked.
+    """
+
+    __slots__ = ("body", "count", "whole")
+
+    def __init__(self, body: bytes, count: int, whole: Window | None) -> None:
+        self.body = body
+        self.count = count
+        """How many events the body holds."""
+        self.whole = whole
+        """The body's one window, when it fits in one."""
+
+    @classmethod
+    def of(cls, body: bytes) -> Blocks | None:
+        """The body's plain blocks, or None when it has any other shape. A body that starts with
+        `data: ` and ends with a blank line, cut at every blank line followed by `data: `, is
+        plain when no piece holds a line end: when the pieces joined hold no LF (one search,
+        for a body within a window, which is cut anyway), or when the body holds exactly two
+        LFs per piece (one count, for a longer one)."""
+        if b"\r" in body or not body.startswith(_DATA) or not body.endswith(_BLOCK_END):
+            return None
+        if len(body) <= WINDOW:
+            whole = Window(body, 0, 0, len(body))
+            if b"\n" in b"".join(whole.data):
+                return None
+            return cls(body, len(whole.data), whole)
+        count = body.count(_BETWEEN_DATA) + 1
+        if body.count(b"\n") != 2 * count:
+            return None
+        return cls(body, count, None)
+
+    def windows(self) -> Iterator[Window]:
+        """The body's blocks in windows of whole blocks, in order; at least one."""
+        if self.whole is not None:
+            yield self.whole
+            return
+        body = self.body
+        size = len(body)
+        start = first = 0
+        while start < size:
+            cut = body.rfind(_BETWEEN_DATA, start, start + WINDOW)
+            if cut < 0:
+                cut = body.find(_BETWEEN_DATA, start)
+            end = size if cut < 0 or size - start <= WINDOW else cut + len(_BLOCK_END)
+            window = Window(body, first, start, end)
+            yield window
+            first += len(window.data)
+            start = end
+
+
+class Window:
+    """Consecutive plain blocks of a body (`Blocks`): their data as bytes, and any one's event
+    built on demand, so that positions cost nothing for the events no finding names. Offsets
+    near either end of the window (where a stream's finish, usage and end are) are summed when
+    asked; any other comes from a table of every block's start, made the first time one is
+    asked and used for every offset after.
+    """
+
+    __slots__ = ("_starts", "data", "end", "first", "start")
+
+    def __init__(self, body: bytes, first: int, start: int, end: int) -> None:
+        self.data = body[start + _DATA_LENGTH : end - len(_BLOCK_END)].split(_BETWEEN_DATA)
+        """Each block's data."""
+        self.first = first
+        """The ordinal of the first block's event."""
+        self.start = start
+        self.end = end
+        """The byte offsets of the first block and of the byte after the last."""
+        self._starts: list[int] | None = None
+
+    def offset(self, index: int) -> int:
+        """The byte offset of the window's block `index`."""
+        if self._starts is not None:
+            return self.start + self._starts[index] + _BLOCK_FRAME * index
+        data = self.data
+        if index <= _NEAR_END:
+            return self.start + sum(map(len, data[:index])) + _BLOCK_FRAME * index
+        after = len(data) - index
+        if after <= _NEAR_END:
+            return self.end - sum(map(len, data[index:])) - _BLOCK_FRAME * after
+        self._starts = list(accumulate(map(len, data), initial=0))
+        return self.start + self._starts[index] + _BLOCK_FRAME * index
+
+    def event(self, index: int) -> Event:
+        """The event of the window's block `index`, as the parser dispatches it."""
+        text = self.data[index].decode(errors="replace")
+        return _new_event(Event, (self.first + index, self.offset(index), "message", text, ""))
+
+    def events(self, start: int, stop: int) -> Iterator[Event]:
+        """The events of blocks `start` to `stop` (excluded), in order."""
+        offset = self.offset(start)
+        for index, data in enumerate(self.data[start:stop], self.first + start):
+            yield _new_event(Event, (index, offset, "message", data.decode(errors="replace"), ""))
+            offset += len(data) + _BLOCK_FRAME
+
+
+_new_event = tuple.__new__
+"""An Event from its fields, without the named tuple's own constructor (twice as costly)."""
 
 
 def _field(line: bytes) -> tuple[bytes, bytes]:

@@ -142,6 +142,10 @@ class Frames(ABC):
         for start in range(0, len(body), FEED_PIECE):
             yield from feed(body[start : start + FEED_PIECE])
 
+    def blocks(self) -> sse.Blocks | None:
+        """The body as plain SSE blocks, read without a decoder; None in any other shape."""
+        return None
+
     def cut(self) -> sse.Incomplete | None:
         """The bytes after the last whole frame, once every frame was read."""
         return self.decoder.close()
@@ -161,6 +165,9 @@ class SSEFrames(Frames):
     @staticmethod
     def payload(frame: sse.Event) -> Any:
         return _json_or_none(frame.data)
+
+    def blocks(self) -> sse.Blocks | None:
+        return sse.Blocks.of(self.body)
 
 
 class NDJSONFrames(Frames):

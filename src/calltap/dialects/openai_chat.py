@@ -43,13 +43,15 @@ index, so each takes its position in the list.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
+from calltap.dialects.chat_chunks import decode_all as decode_chunks
+from calltap.dialects.chat_chunks import faithful
 from calltap.dialects.chat_deltas import DeltaShape
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
@@ -65,13 +67,14 @@ from calltap.dialects.common import (
     record_error,
 )
 from calltap.jsonvalues import JsonInvalid, load_envelope
-from calltap.sse import Event
+from calltap.sse import Blocks, Event
 from calltap.transcript import Choice, Finding, Position, Transcript
 
 NAME = "openai.chat"
 PATHS = ("/chat/completions",)
 FRAMING: Framing = "sse"
 TERMINAL = "[DONE]"
+TERMINAL_BYTES = TERMINAL.encode()
 UNREADABLE = object()
 """A payload that is not JSON at all (already recorded as JSON_INVALID)."""
 
@@ -181,8 +184,9 @@ class _Reducer(Reducer):
     """Accumulates one body's choices; `stream` and `body` are the two ways in.
 
     This is the comparator's hot path: per event it does one envelope decode and a few dict
-    lookups, builds a Position only when something is recorded, and takes the slow path
-    (`locate`) only when a call starts, changes id or name, or comes without an index.
+    lookups (a text delta of a body of plain blocks, a few attribute reads: `blocks`), builds a
+    Position only when something is recorded, and takes the slow path (`locate`) only when a
+    call starts, changes id or name, or comes without an index.
     """
 
     NAME = NAME
@@ -193,37 +197,104 @@ class _Reducer(Reducer):
         self.choices: dict[Any, _Choice] = {}
         self.choice_index_missing: Finding | None = None
 
+    @classmethod
+    def reduce_blocks(cls, blocks: Blocks, *, status: int | None = None) -> Transcript:
+        """A transcript from a body of plain blocks, the same as `reduce_events` of its events."""
+        return cls(streaming=True, status=status).blocks(blocks)
+
     def stream(self, events: Iterable[Event]) -> Transcript:
-        transcript = self.transcript
-        take = self.payload
-        loads = orjson.loads
         events = iter(events)
         event = None
         terminal = False
         for event in events:
-            data = event.data
-            if data == TERMINAL:
+            if event.data == TERMINAL:
                 terminal = True
                 break
-            if event.type == "ping":
-                continue
-            try:
-                payload = loads(data)
-            except orjson.JSONDecodeError:
-                payload = self.strict_payload(event)
-            if payload.__class__ is dict:
-                take(payload, event)
-            elif payload is not UNREADABLE:
-                transcript.findings.append(
-                    invalid_payload("payload is not a JSON object", position_of(event))
-                )
+            if event.type != "ping":
+                self.read(event)
         self.drain(events, event, terminal)
         return self.result()
 
+    def blocks(self, blocks: Blocks) -> Transcript:
+        """`stream` for plain blocks, without building an event for a payload that needs none.
+
+        Each payload is decoded into a typed chunk (`chat_chunks`); one that is a plain text
+        delta of a choice whose message already holds text (as `entry` skips the SDK's fold for
+        it) is appended to that choice's text and nothing else; any other chunk is read as
+        `payload` reads a dict, with its event; the payloads the typed decoder leaves to orjson
+        are read as `stream` reads them.
+        """
+        transcript = self.transcript
+        # where the text of each choice whose message holds text already goes
+        texts: dict[int, Callable[[str], None]] = {}
+        for window in blocks.windows():
+            data = window.data
+            try:
+                end = data.index(TERMINAL_BYTES)
+            except ValueError:
+                end, terminal = len(data), False
+            else:
+                terminal = True
+            event_at = window.event
+            chunks = decode_chunks(data[:end])
+            for index, chunk in enumerate(chunks):
+                if chunk is None:
+                    self.read(event_at(index))
+                    self.texts_of(texts)
+                    continue
+                choices = chunk.choices
+                if choices is not None and len(choices) == 1 and not (chunk.error or chunk.usage):
+                    entry = choices[0]
+                    delta, choice = entry.delta, entry.index
+                    if (delta.__class__ is dict and len(delta) == 1
+                            and entry.finish_reason is None and choice.__class__ is int):
+                        content = delta.get("content")
+                        append = texts.get(choice)
+                        if content.__class__ is str and append is not None:
+                            if content:
+                                append(content)
+                            continue
+                if faithful(chunk):
+                    event = event_at(index)
+                    self.envelope(chunk.error, chunk.usage, event)
+                    for entry in choices or ():
+                        self.entry(entry.index, entry.delta, entry.finish_reason, event)
+                else:
+                    self.read(event_at(index))
+                self.texts_of(texts)
+            if len(chunks) < end:
+                for event in window.events(len(chunks), end):
+                    self.read(event)
+                self.texts_of(texts)
+            if terminal:
+                transcript.terminal_seen = True
+                break
+        transcript.events = blocks.count
+        transcript.end_position = position_of(window.event(end if terminal else end - 1))
+        return self.result()
+
+    def texts_of(self, texts: dict[int, Callable[[str], None]]) -> None:
+        """Note where the text of each choice whose message now holds text goes."""
+        for index, state in self.choices.items():
+            if index not in texts and "content" in state.deltas.message:
+                texts[index] = state.text.append
+
+    def read(self, event: Event) -> None:
+        """One event's payload: orjson reads it, or `strict_payload` what orjson rejects."""
+        try:
+            payload = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            payload = self.strict_payload(event)
+        if payload.__class__ is dict:
+            self.payload(payload, event)
+        elif payload is not UNREADABLE:
+            self.transcript.findings.append(
+                invalid_payload("payload is not a JSON object", position_of(event))
+            )
+
     def strict_payload(self, event: Event) -> Any:
         """A payload orjson rejects, read by `load_envelope` with its issues recorded, or
-        UNREADABLE. orjson is called directly in the loop above because almost every payload
-        is plain JSON, and one call less per event is a measurable share of the reducer."""
+        UNREADABLE."""
         findings = self.transcript.findings
         try:
             payload, issues = load_envelope(event.data)
@@ -237,53 +308,54 @@ class _Reducer(Reducer):
         self.payload(payload, None)
 
     def payload(self, payload: dict[str, Any], event: Event | None) -> None:
-        error = payload.get("error")
+        self.envelope(payload.get("error"), payload.get("usage"), event)
+        entries = payload.get("choices")
+        if entries.__class__ is not list:
+            return
+        part = self.part
+        for entry in entries:
+            if entry.__class__ is dict:
+                self.entry(entry.get("index"), entry.get(part), entry.get("finish_reason"), event)
+
+    def envelope(self, error: Any, usage: Any, event: Event | None) -> None:
+        """A payload's `error` and `usage`."""
         if error:
             record_error(self.transcript, error, self.status, position_of(event))
-        usage = payload.get("usage")
         if usage:
             normalized = normalize_usage(usage)
             if normalized is not None:
                 self.transcript.usage = normalized
                 self.transcript.usage_position = position_of(event)
-        entries = payload.get("choices")
-        if entries.__class__ is not list:
-            return
-        states = self.choices
-        part = self.part
-        for entry in entries:
-            if entry.__class__ is not dict:
-                continue
-            index = entry.get("index")
-            if index.__class__ is not int:
-                if event is not None:
-                    self.without_index(event)
-                index = 0
-            state = states.get(index) or self.new_choice(index, event)
-            delta = entry.get(part)
-            if delta.__class__ is dict:
-                content = delta.get("content")
-                if event is not None and not (content.__class__ is str and len(delta) == 1
-                                              and "content" in state.deltas.message):
-                    # (a text delta after the first changes nothing the SDK could fail on)
-                    failure = state.deltas.fold(delta)
-                    if failure is not None:
-                        state.list_failure(failure, event, self.transcript.findings)
-                if content and content.__class__ is str:
-                    state.text.append(content)
-                fragments = delta.get("tool_calls")
-                if fragments and fragments.__class__ is list:
-                    self.tool_calls(state, fragments, event)
-                if "function_call" in delta:
-                    self.legacy_call(state, delta["function_call"], event)
-            reason = entry.get("finish_reason")
-            if reason:
-                if reason.__class__ is not str:
-                    reason = repr(reason)
-                choice = state.choice
-                choice.raw_finish_reason = reason
-                choice.finish_reason = normalize_finish_reason(reason, OPENAI_FINISH_REASONS)
-                choice.finish_position = position_of(event)
+
+    def entry(self, index: Any, delta: Any, reason: Any, event: Event | None) -> None:
+        """One entry of `choices`: its index, its delta (or message) and its finish reason."""
+        if index.__class__ is not int:
+            if event is not None:
+                self.without_index(event)
+            index = 0
+        state = self.choices.get(index) or self.new_choice(index, event)
+        if delta.__class__ is dict:
+            content = delta.get("content")
+            if event is not None and not (content.__class__ is str and len(delta) == 1
+                                          and "content" in state.deltas.message):
+                # (a text delta after the first changes nothing the SDK could fail on)
+                failure = state.deltas.fold(delta)
+                if failure is not None:
+                    state.list_failure(failure, event, self.transcript.findings)
+            if content and content.__class__ is str:
+                state.text.append(content)
+            fragments = delta.get("tool_calls")
+            if fragments and fragments.__class__ is list:
+                self.tool_calls(state, fragments, event)
+            if "function_call" in delta:
+                self.legacy_call(state, delta["function_call"], event)
+        if reason:
+            if reason.__class__ is not str:
+                reason = repr(reason)
+            choice = state.choice
+            choice.raw_finish_reason = reason
+            choice.finish_reason = normalize_finish_reason(reason, OPENAI_FINISH_REASONS)
+            choice.finish_position = position_of(event)
 
     def without_index(self, event: Event) -> None:
         """A streamed choice without an integer index; one finding per stream counts them."""
@@ -377,4 +449,5 @@ class _Reducer(Reducer):
 
 
 reduce_events = _Reducer.reduce_events
+reduce_blocks = _Reducer.reduce_blocks
 reduce_json = _Reducer.reduce_json

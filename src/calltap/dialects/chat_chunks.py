@@ -1,0 +1,108 @@
+"""Chat Completions chunks decoded into typed envelopes, for the reducer's plain-block path.
+
+orjson builds a dict for every field of every chunk, though the reducer reads only `error`,
+`usage` and each of `choices`' `index`, `delta` and `finish_reason`. msgspec decodes a chunk into
+Structs that hold just what a chunk may carry, for a fraction of the cost, and the reducer reads
+a Struct as it reads orjson's dict, which is only right where the two decoders agree. So
+`decode_all` leaves a payload to the general way (orjson, then the strict decoder) wherever they
+might not:
+- a field the Structs do not name: msgspec would skip it without the checks orjson makes (a
+  number that overflows a double), so they forbid unknown fields, and name every field OpenAI
+  and Azure send, each decoded (and checked) whole;
+- a value of another type than a Struct holds: a payload that is not an object, `choices` that
+  is not a list of objects;
+- a payload long enough to nest `orjson`'s 1024 levels: msgspec's limit is the interpreter's
+  recursion limit, which may be higher;
+- anything msgspec rejects.
+What msgspec accepts then, orjson reads alike: msgspec rejects invalid UTF-8 in any string or
+key (which the general way reads with replacement characters), both keep the last of repeated
+keys in the first one's place, and both read numbers to the same values, except integers outside
+[-2**63, 2**64 - 1], which orjson turns into floats. `faithful` tells whether a chunk's read
+values hold none of those.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+_SHALLOW = 2 * 1024
+"""Payloads shorter than this cannot nest 1024 levels (each level takes two bytes)."""
+_REJECTED = (ValueError, RecursionError)
+"""What msgspec raises on a payload it does not take: its own errors, and before 0.23 a
+UnicodeDecodeError for invalid UTF-8 (both ValueErrors); RecursionError past its nesting limit."""
+_LOWEST = -(2**63)
+_HIGHEST = 2**64 - 1
+"""The integers orjson keeps as integers."""
+
+
+class Choice(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One entry of `choices`. Structs of JSON values are never part of a cycle, hence no GC."""
+
+    index: Any = None
+    delta: Any = None
+    finish_reason: Any = None
+    logprobs: Any = None
+    content_filter_results: Any = None
+
+
+class Chunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A `chat.completion.chunk` (an error payload too: every field is optional)."""
+
+    id: Any = None
+    object: Any = None
+    created: Any = None
+    model: Any = None
+    system_fingerprint: Any = None
+    service_tier: Any = None
+    obfuscation: Any = None
+    prompt_filter_results: Any = None
+    choices: list[Choice] | None = None
+    usage: Any = None
+    error: Any = None
+
+
+_decode = msgspec.json.Decoder(Chunk).decode
+
+
+def decode_all(payloads: list[bytes]) -> list[Chunk | None]:
+    """The payloads as Chunks, up to the first one msgspec rejects (the list stops short of it:
+    orjson reads it and every one after, so that a stream whose chunks all carry a field the
+    Structs do not name costs one rejection, not one per chunk); None for a payload long enough
+    to nest too deep."""
+    shallow = max(map(len, payloads), default=0) < _SHALLOW
+    if shallow:
+        try:
+            return list(map(_decode, payloads))
+        except _REJECTED:
+            pass
+    chunks: list[Chunk | None] = []
+    for payload in payloads:
+        if shallow or len(payload) < _SHALLOW:
+            try:
+                chunks.append(_decode(payload))
+            except _REJECTED:
+                break
+        else:
+            chunks.append(None)
+    return chunks
+
+
+def faithful(chunk: Chunk) -> bool:
+    """True when the values the reducer reads are those orjson gives: no integer among them is
+    one orjson makes a float."""
+    values = [chunk.error, chunk.usage]
+    for entry in chunk.choices or ():
+        values += (entry.index, entry.delta, entry.finish_reason)
+    while values:
+        value = values.pop()
+        kind = value.__class__
+        if kind is int:
+            if not _LOWEST <= value <= _HIGHEST:
+                return False
+        elif kind is dict:
+            values += value.values()
+        elif kind is list:
+            values += value
+    return True
