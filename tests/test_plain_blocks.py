@@ -22,7 +22,7 @@ from tests.support.properties import examples
 
 from calltap import sse
 from calltap.compare import compare_captures
-from calltap.dialects import framing, transcribe
+from calltap.dialects import chat_chunks, framing, transcribe
 from calltap.report import comparison_json
 from calltap.transcript import Capture
 
@@ -221,3 +221,41 @@ def test_a_long_plain_body_is_read_a_window_at_a_time() -> None:
     assert len(windows) > 10
     events = [window.event(index) for window in windows for index in range(len(window.data))]
     assert events == sse.parse(body)[0]
+
+
+def test_short_payloads_are_decoded_into_chunks_and_long_ones_are_left_to_orjson() -> None:
+    short = _chunk([{"index": 0, "delta": {"content": "a"}}])
+    long = _chunk([{"index": 0, "delta": {"content": "x" * 3000}}])
+    chunks = chat_chunks.decode_all([short, long, short])
+    assert [chunk.__class__ for chunk in chunks] == [chat_chunks.Chunk, type(None),
+                                                       chat_chunks.Chunk]
+    assert chunks[2].choices[0].delta == {"content": "a"}
+    assert [chunk.__class__ for chunk in chat_chunks.decode_all([short, short])] == [
+        chat_chunks.Chunk, chat_chunks.Chunk]
+    rejected = _chunk([{"index": 0, "delta": {}}], unknown=1)
+    assert len(chat_chunks.decode_all([short, rejected, short])) == 1
+
+
+def test_faithful_tells_the_integers_orjson_keeps_from_those_it_makes_floats() -> None:
+    def chunk(value: int) -> chat_chunks.Chunk:
+        payload = b'{"choices":[{"index":0,"delta":{"n":[%d]}}],"usage":{"u":{"v":1}}}' % value
+        [decoded] = chat_chunks.decode_all([payload])
+        assert decoded is not None
+        return decoded
+
+    for kept in (0, 2**64 - 1, -(2**63)):
+        assert chat_chunks.faithful(chunk(kept)), kept
+    for floated in (2**64, -(2**63) - 1):
+        assert not chat_chunks.faithful(chunk(floated)), floated
+    assert orjson.loads(str(2**64).encode()).__class__ is float
+    assert orjson.loads(str(2**64 - 1).encode()).__class__ is int
+
+
+def test_a_plain_chat_body_is_read_without_the_sse_parser() -> None:
+    """The fast path is taken (what the law above cannot see: both ways give the same)."""
+    body = _blocks(_chunk([{"index": 0, "delta": {"content": "a"}}]), b"[DONE]")
+    with mock.patch.object(sse.SSEParser, "feed", side_effect=AssertionError("parser used")):
+        transcript = transcribe(Capture(body, PATH))
+    assert transcript.dialect == "openai.chat"
+    assert transcript.choices[0].text == "a"
+    assert transcript.framing == "sse"
