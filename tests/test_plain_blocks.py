@@ -259,3 +259,16 @@ def test_a_plain_chat_body_is_read_without_the_sse_parser() -> None:
     assert transcript.dialect == "openai.chat"
     assert transcript.choices[0].text == "a"
     assert transcript.framing == "sse"
+
+
+def test_chunks_after_one_left_to_orjson_are_read_too() -> None:
+    """A payload too long for the typed decoder, between short ones of the same window."""
+    body = _blocks(_chunk([{"index": 0, "delta": {"role": "assistant", "content": "a"}}]),
+                   _chunk([{"index": 0, "delta": {"content": "b" * 3000}}]),
+                   _chunk([{"index": 0, "delta": {"content": "c"}}]),
+                   _chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]), b"[DONE]")
+    fast = _compared(body, body)
+    with _general():
+        general = _compared(body, body)
+    assert fast == general
+    assert transcribe(Capture(body, PATH)).choices[0].text == "a" + "b" * 3000 + "c"
