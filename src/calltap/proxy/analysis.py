@@ -164,7 +164,7 @@ def _measure(directory: str, names: list[str],
         if masker:
             masked = masker.mask(body)
             if masked != body:
-                _rewrite(path, masked)
+                rewrite(path, masked)
                 body = masked
         twin = _twin(body, bodies)
         if twin is None:
@@ -271,7 +271,8 @@ def _read(path: str) -> bytes:
     return b"".join(chunks)
 
 
-def _rewrite(path: str, body: bytes) -> None:
+def rewrite(path: str, body: bytes) -> None:
+    """Replace a recorded file's bytes (masked) through a temporary file renamed over it."""
     temporary = _sibling(path, ".masking")
     _write_new(temporary, body, os.O_TRUNC)
     os.replace(temporary, path)

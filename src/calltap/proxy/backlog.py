@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from calltap.proxy.capture import write_fully
+from calltap.proxy.analysis import rewrite
 from calltap.redact import BodyMasker
 
 Reason = Literal["backlog_full", "deadline"]
@@ -185,12 +184,6 @@ def mask_files(directory: Path, names: list[str], patterns: list[str]) -> dict[s
         body = path.read_bytes()
         masked = masker.mask(body)
         if masked != body:
-            temporary = directory / f".{name}.masking"
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                write_fully(fd, masked)
-            finally:
-                os.close(fd)
-            os.replace(temporary, path)
+            rewrite(str(path), masked)
         sizes[name] = len(masked)
     return sizes
