@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 import orjson
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from tests.support.properties import examples
@@ -225,21 +226,21 @@ def test_a_long_plain_body_is_read_a_window_at_a_time() -> None:
 
 def test_short_payloads_are_decoded_into_chunks_and_long_ones_are_left_to_orjson() -> None:
     short = _chunk([{"index": 0, "delta": {"content": "a"}}])
-    long = _chunk([{"index": 0, "delta": {"content": "x" * 3000}}])
-    chunks = chat_chunks.decode_all([short, long, short])
-    assert [chunk.__class__ for chunk in chunks] == [chat_chunks.Chunk, type(None),
-                                                       chat_chunks.Chunk]
-    assert chunks[2].choices[0].delta == {"content": "a"}
-    assert [chunk.__class__ for chunk in chat_chunks.decode_all([short, short])] == [
-        chat_chunks.Chunk, chat_chunks.Chunk]
-    rejected = _chunk([{"index": 0, "delta": {}}], unknown=1)
-    assert len(chat_chunks.decode_all([short, rejected, short])) == 1
+    chunk = chat_chunks.decode_chunk(short)
+    assert chunk is not None and chunk.choices[0].delta == {"content": "a"}
+    longest = b'{"choices":[{"index":0,"delta":{"content":"%s"}}]}'
+    longest %= b"x" * (2047 - len(longest % b""))
+    assert len(longest) == 2047
+    assert chat_chunks.decode_chunk(longest).__class__ is chat_chunks.Chunk
+    assert chat_chunks.decode_chunk(longest[:-2] + b'x"}}]}') is None
+    with pytest.raises(chat_chunks.REJECTED):
+        chat_chunks.decode_chunk(_chunk([{"index": 0, "delta": {}}], unknown=1))
 
 
 def test_faithful_tells_the_integers_orjson_keeps_from_those_it_makes_floats() -> None:
     def chunk(value: int) -> chat_chunks.Chunk:
         payload = b'{"choices":[{"index":0,"delta":{"n":[%d]}}],"usage":{"u":{"v":1}}}' % value
-        [decoded] = chat_chunks.decode_all([payload])
+        decoded = chat_chunks.decode_chunk(payload)
         assert decoded is not None
         return decoded
 

@@ -29,7 +29,7 @@ import msgspec
 
 _SHALLOW = 2 * 1024
 """Payloads shorter than this cannot nest 1024 levels (each level takes two bytes)."""
-_REJECTED = (ValueError, RecursionError)
+REJECTED = (ValueError, RecursionError)
 """What msgspec raises on a payload it does not take: its own errors, and before 0.23 a
 UnicodeDecodeError for invalid UTF-8 (both ValueErrors); RecursionError past its nesting limit."""
 _LOWEST = -(2**63)
@@ -63,30 +63,15 @@ class Chunk(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     error: Any = None
 
 
-_decode = msgspec.json.Decoder(Chunk).decode
+decode = msgspec.json.Decoder(Chunk).decode
 
 
-def decode_all(payloads: list[bytes]) -> list[Chunk | None]:
-    """The payloads as Chunks, up to the first one msgspec rejects (the list stops short of it:
-    orjson reads it and every one after, so that a stream whose chunks all carry a field the
-    Structs do not name costs one rejection, not one per chunk); None for a payload long enough
-    to nest too deep."""
-    shallow = max(map(len, payloads), default=0) < _SHALLOW
-    if shallow:
-        try:
-            return list(map(_decode, payloads))
-        except _REJECTED:
-            pass
-    chunks: list[Chunk | None] = []
-    for payload in payloads:
-        if shallow or len(payload) < _SHALLOW:
-            try:
-                chunks.append(_decode(payload))
-            except _REJECTED:
-                break
-        else:
-            chunks.append(None)
-    return chunks
+def decode_chunk(payload: bytes) -> Chunk | None:
+    """The payload as a Chunk; None for a payload long enough to nest too deep (orjson reads
+    it). Raises one of `REJECTED` for a payload msgspec does not take: the reducer then leaves
+    it and every one after it in its window to orjson, so that a stream whose chunks all carry
+    a field the Structs do not name costs one rejection, not one per chunk."""
+    return decode(payload) if len(payload) < _SHALLOW else None
 
 
 def faithful(chunk: Chunk) -> bool:

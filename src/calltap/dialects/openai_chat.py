@@ -50,9 +50,9 @@ import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
-from calltap.dialects.chat_chunks import decode_all as decode_chunks
-from calltap.dialects.chat_chunks import faithful
+from calltap.dialects.chat_chunks import REJECTED, Chunk, decode_chunk, faithful
 from calltap.dialects.chat_deltas import DeltaShape
+from calltap.dialects.chat_templates import Template
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
     PendingCall,
@@ -67,7 +67,7 @@ from calltap.dialects.common import (
     record_error,
 )
 from calltap.jsonvalues import JsonInvalid, load_envelope
-from calltap.sse import Blocks, Event
+from calltap.sse import Blocks, Event, Window
 from calltap.transcript import Choice, Finding, Position, Transcript
 
 NAME = "openai.chat"
@@ -180,6 +180,35 @@ class _Choice:
         return max(self.calls, default=-1) + 1
 
 
+TEMPLATE_TRIES = 8
+"""Templates a body may make: one whose text deltas differ in more than their strings (a clock
+in every chunk) stops making them after this many."""
+
+
+class _Texts:
+    """Where each choice's text goes, and the template of the last text delta decoded."""
+
+    __slots__ = ("append", "appends", "template", "tries")
+
+    def __init__(self) -> None:
+        self.appends: dict[int, Callable[[str], None]] = {}
+        self.template: Template | None = None
+        self.append: Callable[[str], None] = _nowhere
+        """Where the template's text goes."""
+        self.tries = TEMPLATE_TRIES
+
+    def learn(self, payload: bytes, chunk: Chunk, append: Callable[[str], None]) -> None:
+        """A text delta that was decoded (the template did not fit it): the next template."""
+        if self.tries:
+            self.tries -= 1
+            self.template = Template.of(payload, chunk)
+            self.append = append
+
+
+def _nowhere(text: str) -> None:
+    raise AssertionError("text read through a template before one was made")
+
+
 class _Reducer(Reducer):
     """Accumulates one body's choices; `stream` and `body` are the two ways in.
 
@@ -220,13 +249,13 @@ class _Reducer(Reducer):
 
         Each payload is decoded into a typed chunk (`chat_chunks`); one that is a plain text
         delta of a choice whose message already holds text (as `entry` skips the SDK's fold for
-        it) is appended to that choice's text and nothing else; any other chunk is read as
-        `payload` reads a dict, with its event; the payloads the typed decoder leaves to orjson
-        are read as `stream` reads them.
+        it) is appended to that choice's text and nothing else, and the later payloads made
+        from its bytes with other text (`chat_templates`) are not decoded at all; any other
+        chunk is read as `payload` reads a dict, with its event; the payloads the typed decoder
+        leaves to orjson are read as `stream` reads them.
         """
         transcript = self.transcript
-        # where the text of each choice whose message holds text already goes
-        texts: dict[int, Callable[[str], None]] = {}
+        text = _Texts()
         for window in blocks.windows():
             data = window.data
             try:
@@ -235,43 +264,64 @@ class _Reducer(Reducer):
                 end, terminal = len(data), False
             else:
                 terminal = True
-            event_at = window.event
-            chunks = decode_chunks(data[:end])
-            for index, chunk in enumerate(chunks):
-                if chunk is None:
-                    self.read(event_at(index))
-                    self.texts_of(texts)
-                    continue
-                choices = chunk.choices
-                if choices is not None and len(choices) == 1 and not (chunk.error or chunk.usage):
-                    entry = choices[0]
-                    delta, choice = entry.delta, entry.index
-                    if (delta.__class__ is dict and len(delta) == 1
-                            and entry.finish_reason is None and choice.__class__ is int):
-                        content = delta.get("content")
-                        append = texts.get(choice)
-                        if content.__class__ is str and append is not None:
-                            if content:
-                                append(content)
-                            continue
-                if faithful(chunk):
-                    event = event_at(index)
-                    self.envelope(chunk.error, chunk.usage, event)
-                    for entry in choices or ():
-                        self.entry(entry.index, entry.delta, entry.finish_reason, event)
-                else:
-                    self.read(event_at(index))
-                self.texts_of(texts)
-            if len(chunks) < end:
-                for event in window.events(len(chunks), end):
+            rejected = self.window(window, end, text)
+            if rejected < end:
+                for event in window.events(rejected, end):
                     self.read(event)
-                self.texts_of(texts)
+                self.texts_of(text.appends)
             if terminal:
                 transcript.terminal_seen = True
                 break
         transcript.events = blocks.count
         transcript.end_position = position_of(window.event(end if terminal else end - 1))
         return self.result()
+
+    def window(self, window: Window, end: int, text: _Texts) -> int:
+        """A window's first `end` payloads read, up to the first one msgspec rejects: its index
+        (`end` when there is none)."""
+        data = window.data
+        index = 0
+        while index < end:
+            if text.template is not None:
+                index = text.template.read(data, index, end, text.append)
+                if index == end:
+                    break
+            try:
+                chunk = decode_chunk(data[index])
+            except REJECTED:
+                return index
+            self.decoded(chunk, window, index, text)
+            index += 1
+        return end
+
+    def decoded(self, chunk: Chunk | None, window: Window, index: int, text: _Texts) -> None:
+        """A window's payload as decoded (None: left to orjson)."""
+        texts = text.appends
+        if chunk is None:
+            self.read(window.event(index))
+            self.texts_of(texts)
+            return
+        choices = chunk.choices
+        if choices is not None and len(choices) == 1 and not (chunk.error or chunk.usage):
+            entry = choices[0]
+            delta, choice = entry.delta, entry.index
+            if (delta.__class__ is dict and len(delta) == 1
+                    and entry.finish_reason is None and choice.__class__ is int):
+                content = delta.get("content")
+                append = texts.get(choice)
+                if content.__class__ is str and append is not None:
+                    if content:
+                        append(content)
+                    text.learn(window.data[index], chunk, append)
+                    return
+        if faithful(chunk):
+            event = window.event(index)
+            self.envelope(chunk.error, chunk.usage, event)
+            for entry in choices or ():
+                self.entry(entry.index, entry.delta, entry.finish_reason, event)
+        else:
+            self.read(window.event(index))
+        self.texts_of(texts)
 
     def texts_of(self, texts: dict[int, Callable[[str], None]]) -> None:
         """Note where the text of each choice whose message now holds text goes."""

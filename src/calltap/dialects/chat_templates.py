@@ -1,0 +1,134 @@
+"""A stream's text deltas read through a template of their bytes, without decoding each chunk.
+
+A model's text arrives as hundreds of chunks whose bytes are the same but for the text:
+`{"id":"chatcmpl-…","object":"chat.completion.chunk",…,"choices":[{"index":0,"delta":{"content":
+"Hello"},"logprobs":null,"finish_reason":null}]}`, and on OpenAI's own streams an `obfuscation`
+string of padding that changes with every chunk. Once the reducer has read one text delta the
+way every later one is read (a choice that already holds text, nothing but `content` in the
+delta), the bytes around those one or two strings are a template. A payload made of the template
+with other strings in its holes means what that chunk meant with those strings, so its text is
+the content hole's string, decoded, and nothing else needs reading.
+
+Why this is sound:
+- each hole of a payload must decode alone as one JSON string, with msgspec's decoder (quotes,
+  escapes and UTF-8 checked as when it decodes the whole chunk), so that putting it in place of
+  the template's string leaves the chunk's structure as it was;
+- a template is kept only when a probe shows that its holes are the chunk's `content` and
+  `obfuscation` values and nothing else: the template with other strings in the holes decodes
+  to the same chunk with those strings.
+Any payload that does not fit is decoded as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+import orjson
+
+from calltap.dialects.chat_chunks import REJECTED, Chunk, decode
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+"""A JSON string token, from its opening quote (the probe checks what it found)."""
+_CONTENT = b'"content":'
+_OBFUSCATION = b'"obfuscation":'
+_decode_string = msgspec.json.Decoder(str).decode
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A text delta's bytes cut around its strings: `head`, the first hole, `middle` and the
+    second hole when there are two, `tail`."""
+
+    head: bytes
+    middle: bytes | None
+    tail: bytes
+    content_first: bool
+    """Which hole holds the text when there are two."""
+
+    @classmethod
+    def of(cls, payload: bytes, chunk: Chunk) -> Template | None:
+        """The template of a payload decoded as `chunk`, a text delta (one choice, a delta of
+        `content` alone); None when its holes cannot be found or proven."""
+        content = _hole(payload, _CONTENT)
+        if content is None:
+            return None
+        holes = [content]
+        if chunk.obfuscation is not None:
+            padding = _hole(payload, _OBFUSCATION)
+            if padding is None:
+                return None
+            holes.append(padding)
+        holes.sort()
+        (start, end), *rest = holes
+        middle = payload[end:rest[0][0]] if rest else None
+        template = cls(payload[:start], middle, payload[rest[0][1] if rest else end:],
+                       content_first=holes[0] == content)
+        return template if template.fits(chunk) else None
+
+    def read(self, payloads: list[bytes], index: int, end: int,
+             append: Callable[[str], None]) -> int:
+        """The text of each payload from `index` on made from this template, handed to
+        `append` (empty text is not); the index of the first payload that is not (or `end`)."""
+        head, middle, tail = self.head, self.middle, self.tail
+        start, after = len(head), len(tail)
+        while index < end:
+            payload = payloads[index]
+            if not (payload.startswith(head) and payload.endswith(tail)):
+                return index
+            stop = len(payload) - after
+            try:
+                if middle is None:
+                    text = _decode_string(payload[start:stop]) if start < stop else None
+                else:
+                    text = self._text(payload, start, stop)
+            except REJECTED:
+                return index
+            if text is None:
+                return index
+            if text:
+                append(text)
+            index += 1
+        return end
+
+    def _text(self, payload: bytes, start: int, stop: int) -> str | None:
+        """The text of a two-hole payload: both holes must decode."""
+        middle = self.middle
+        assert middle is not None
+        at = payload.find(middle, start, stop)
+        if at < 0:
+            return None
+        first = _decode_string(payload[start:at])
+        second = _decode_string(payload[at + len(middle):stop])
+        return first if self.content_first else second
+
+    def fits(self, chunk: Chunk) -> bool:
+        """Does the template, with other strings in its holes, decode to `chunk` holding those
+        strings instead of its content and obfuscation?"""
+        entry = chunk.choices[0]  # type: ignore[index]
+        content = entry.delta["content"] + "\x00"
+        padding = (chunk.obfuscation or "") + "\x00"
+        first, second = (content, padding) if self.content_first else (padding, content)
+        probe = self.head + orjson.dumps(first)
+        if self.middle is not None:
+            probe += self.middle + orjson.dumps(second)
+        try:
+            probed = decode(probe + self.tail)
+        except REJECTED:
+            return False
+        expected = msgspec.structs.replace(
+            chunk, choices=[msgspec.structs.replace(entry, delta={"content": content})])
+        if self.middle is not None:
+            expected.obfuscation = padding
+        return probed == expected
+
+
+def _hole(payload: bytes, key: bytes) -> tuple[int, int] | None:
+    """Where the string value of the one occurrence of `key` in `payload` lies."""
+    at = payload.find(key)
+    if at < 0 or payload.find(key, at + 1) >= 0:
+        return None
+    token = _STRING.match(payload, at + len(key))
+    return None if token is None else token.span()
