@@ -12,60 +12,135 @@ from __future__ import annotations
 from unittest import mock
 
 import orjson
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tests.support.properties import examples
 from tests.test_plain_blocks import PATH, _compared, _general
 
 from calltap import sse
 from calltap.dialects import chat_chunks, openai_chat, transcribe
-from calltap.dialects.chat_templates import Template
+from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Template
 from calltap.transcript import Capture
 
 ENVELOPE = b'"id":"chatcmpl-9","object":"chat.completion.chunk","created":7,"model":"m"'
+TAIL = b'"logprobs":null,"finish_reason":null}]'
 SKELETONS = {
-    "plain": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":%(text)s},'
-             b'"logprobs":null,"finish_reason":null}]}',
-    "padding after": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":%(text)s}'
-                     b'}],"obfuscation":%(padding)s}',
-    "padding before": b'{' + ENVELOPE + b',"obfuscation":%(padding)s,"choices":[{"index":0,'
-                      b'"delta":{"content":%(text)s}}]}',
-    "decoy": b'{' + ENVELOPE + b',"choices":[{"index":0,"logprobs":{"content":"zz"},'
-             b'"delta":{"cont\\u0065nt":%(text)s}}]}',
+    "text": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":%(text)s},' + TAIL
+            + b"}",
+    "text, padding after": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":'
+                           b'%(text)s}}],"obfuscation":%(padding)s}',
+    "text, padding before": b'{' + ENVELOPE + b',"obfuscation":%(padding)s,"choices":[{'
+                            b'"index":0,"delta":{"content":%(text)s}}]}',
+    "text, decoy": b'{' + ENVELOPE + b',"choices":[{"index":0,"logprobs":{"content":"zz"},'
+                   b'"delta":{"cont\\u0065nt":%(text)s}}]}',
+    "fragment": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":'
+                b'%(call)s,"function":{"arguments":%(text)s}}]},' + TAIL
+                + b',"obfuscation":%(padding)s}',
+    "fragment, LiteLLM": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                         b'"id":null,"type":"function","index":%(call)s,"function":{'
+                         b'"arguments":%(text)s}}]}}]}',
+    "fragment, id": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                    b'"id":"call_a","index":%(call)s,"function":{"arguments":%(text)s}}]}}]}',
+    "fragment, other id": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                          b'"id":"call_b","index":%(call)s,"function":{"arguments":%(text)s}}'
+                          b']}}]}',
+    "fragment, decoy": b'{' + ENVELOPE + b',"choices":[{"index":0,"logprobs":{"arguments":"z"},'
+                       b'"delta":{"tool_calls":[{"index":%(call)s,"function":{'
+                       b'"argum\\u0065nts":%(text)s}}]}}]}',
+    "fragment, finish": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                        b'"index":%(call)s,"function":{"arguments":%(text)s}}]},'
+                        b'"finish_reason":"tool_calls"}]}',
+    "fragment, list": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                      b'"index":%(call)s,"extra":[{"a":1}],"function":{"arguments":%(text)s}}]}'
+                      b'}]}',
+    "fragment, text": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":"t",'
+                      b'"tool_calls":[{"index":%(call)s,"function":{"arguments":%(text)s}}]}}]}',
+    "fragment, true": b'{' + ENVELOPE + b',"choices":[{"index":true,"delta":{"tool_calls":[{'
+                      b'"index":%(call)s,"function":{"arguments":%(text)s}}]}}]}',
+    "text, spaced": b'{"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"content" :\t'
+                    b'%(text)s}}], "obfuscation": %(padding)s}',
+    "fragment, spaced": b'{"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"tool_calls":'
+                        b' [{"index": %(call)s, "function": {"arguments" : %(text)s}}]}}]}',
+    "fragment, no index": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                          b'"function":{"arguments":%(text)s}}]}}]}',
+    "call": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":%(call)s,'
+            b'"id":"call_a","type":"function","function":{"name":%(name)s,"arguments":""}}]}}]}',
 }
-TEXT = st.text(max_size=8).filter(lambda text: not any(0xD800 <= ord(c) <= 0xDFFF for c in text))
+WORDS = st.text(max_size=8).filter(lambda text: not any(0xD800 <= ord(c) <= 0xDFFF for c in text))
 RAW_STRINGS = [
     b'""', b' "a" ', b'"\\""', b'"\\\\"', b'"a\\"},\\"x"', b'"\\u00e9"', b'"\\ud83d\\ude00"',
     b'"\\ud800"', b'"\xff"', b'"\xc3\xa9"', b'"\x01"', b'"[DONE]"', b"1", b"null", b'["a"]',
     b'{"a":1}', b'"a","x":"y"', b'"a"},"x":{"y":"z"', b"",
     b'"a"}}],"choices":[{"index":1,"delta":{"content":"b"',
     b'"a"}}],"obfuscation":"p","choices":[{"index":0,"delta":{"content":"b"',
+    b'"a"}}]}}]},{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"b"',
 ]
-STRINGS = st.one_of(st.builds(orjson.dumps, TEXT), st.sampled_from(RAW_STRINGS))
+STRINGS = st.one_of(st.builds(orjson.dumps, WORDS), st.sampled_from(RAW_STRINGS))
+NAMES = st.sampled_from([b'"read"', b'"read"', b'"write"', b'""', b"null"])
+OTHER = st.sampled_from([False, False, False, True])
+"""Now and then a chunk of another kind than the stream's."""
 
 
-def _payload(skeleton: bytes, text: bytes, padding: bytes) -> bytes:
-    return skeleton % {b"text": text, b"padding": padding}
+def _payload(skeleton: bytes, text: bytes, padding: bytes = b'"p"', call: int = 0,
+             name: bytes = b'"read"') -> bytes:
+    return skeleton % {b"text": text, b"padding": padding, b"call": str(call).encode(),
+                       b"name": name}
 
 
 @st.composite
 def streams(draw: st.DrawFn) -> bytes:
-    """A role chunk, then text deltas of one skeleton (now and then another), then the end."""
-    skeleton = SKELETONS[draw(st.sampled_from(sorted(SKELETONS)))]
+    """A role chunk, when the skeleton is a fragment's the first fragment of one to three calls,
+    then text deltas or fragments (to those calls) of one skeleton, now and then a chunk of
+    another kind, then the end."""
+    kind = draw(st.sampled_from(sorted(SKELETONS)))
+    calls = draw(st.integers(1, 3)) if kind.startswith("fragment") else 1
     payloads = [orjson.dumps({"choices": [{"index": 0, "delta": {"role": "assistant",
                                                                 "content": ""}}]})]
-    for text, padding, other in draw(st.lists(st.tuples(STRINGS, STRINGS, st.booleans()),
-                                              max_size=30)):
-        kind = SKELETONS[draw(st.sampled_from(sorted(SKELETONS)))] if other else skeleton
-        payloads.append(_payload(kind, text, padding))
-    if draw(st.booleans()):
+    if kind.startswith("fragment"):
+        payloads += [_payload(SKELETONS["call"], b"", call=call, name=draw(NAMES))
+                     for call in range(calls)]
+    items = st.tuples(STRINGS, STRINGS, OTHER, st.integers(0, 3), NAMES)
+    for text, padding, other, call, name in draw(st.lists(items, max_size=30)):
+        if other:
+            chosen = draw(st.sampled_from(sorted(SKELETONS)))
+            payloads.append(_payload(SKELETONS[chosen], text, padding, call, name))
+        else:
+            payloads.append(_payload(SKELETONS[kind], text, padding, call % calls))
+    if draw(OTHER):
         payloads.append(orjson.dumps({"choices": [{"index": 0, "delta": {},
                                                    "finish_reason": "stop"}]}))
+    if draw(st.booleans()):
         payloads.append(b"[DONE]")
     return b"".join(b"data: " + payload + b"\n\n" for payload in payloads)
 
 
+def _stream(*payloads: bytes) -> bytes:
+    return b"".join(b"data: " + payload + b"\n\n" for payload in (*payloads, b"[DONE]"))
+
+
+def _calls(*chunks: tuple[str, int]) -> bytes:
+    """The first fragment of calls 0 and 1, then chunks of the given kinds to the given calls."""
+    return _stream(*(_payload(SKELETONS["call"], b"", call=call) for call in (0, 1)),
+                   *(_payload(SKELETONS[kind], b'"x"', call=call) for kind, call in chunks))
+
+
+TRICKY = [
+    # each fragment carries the finish reason: the last one's position is the choice's
+    _calls(("fragment, finish", 0), ("fragment, finish", 0), ("fragment, finish", 0)),
+    # a fragment read through the template makes its call the latest, where one without an
+    # index goes
+    _calls(("fragment", 0), ("fragment", 0), ("fragment, finish", 1), ("fragment", 0),
+           ("fragment, no index", 0)),
+    # the choice's index is `true`, not 1
+    _calls(("fragment, true", 1), ("fragment, true", 1), ("fragment, true", 1)),
+    # text beside the fragment
+    _calls(("fragment, text", 0), ("fragment, text", 0), ("fragment, text", 0)),
+]
+
+
 @examples(400)
+@example(TRICKY[0], TRICKY[1], sse.WINDOW)
+@example(TRICKY[2], TRICKY[3], sse.WINDOW)
 @given(streams(), streams(), st.sampled_from([128, 1024, sse.WINDOW]))
 def test_text_read_through_a_template_is_the_text_decoding_gives(
     upstream: bytes, downstream: bytes, window: int
@@ -77,10 +152,6 @@ def test_text_read_through_a_template_is_the_text_decoding_gives(
     assert fast == general
 
 
-def _stream(*payloads: bytes) -> bytes:
-    return b"".join(b"data: " + payload + b"\n\n" for payload in (*payloads, b"[DONE]"))
-
-
 def _decoded(payload: bytes) -> chat_chunks.Chunk:
     chunk = chat_chunks.decode_chunk(payload)
     assert chunk is not None
@@ -90,8 +161,8 @@ def _decoded(payload: bytes) -> chat_chunks.Chunk:
 def test_a_stream_of_text_deltas_decodes_only_what_its_template_does_not_fit() -> None:
     """What the law cannot see: the template is used (both ways give the same text)."""
     words = [orjson.dumps(f"w{n} ") for n in range(50)]
-    body = _stream(_payload(SKELETONS["padding after"], b'""', b'"p"'),
-                   *(_payload(SKELETONS["padding after"], word, orjson.dumps("x" * (n % 5)))
+    body = _stream(_payload(SKELETONS["text, padding after"], b'""', b'"p"'),
+                   *(_payload(SKELETONS["text, padding after"], word, orjson.dumps("x" * (n % 5)))
                      for n, word in enumerate(words)),
                    b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}')
     with mock.patch.object(openai_chat, "decode_chunk",
@@ -103,24 +174,24 @@ def test_a_stream_of_text_deltas_decodes_only_what_its_template_does_not_fit() -
 
 
 def test_a_template_takes_the_content_and_the_padding_as_its_holes() -> None:
-    payload = _payload(SKELETONS["padding before"], b'"hi"', b'"pad"')
-    template = Template.of(payload, _decoded(payload))
+    payload = _payload(SKELETONS["text, padding before"], b'"hi"', b'"pad"')
+    template = Template.of(payload, _decoded(payload), TEXT, "hi")
     assert template is not None and not template.content_first
     assert template.head.endswith(b'"obfuscation":')
     assert template.middle == b',"choices":[{"index":0,"delta":{"content":'
     assert template.tail == b"}}]}"
     texts: list[str] = []
-    others = [_payload(SKELETONS["padding before"], orjson.dumps(text), orjson.dumps(padding))
+    others = [_payload(SKELETONS["text, padding before"], orjson.dumps(text), orjson.dumps(padding))
               for text, padding in (("a", ""), ("", "long padding"), ('"},', "\\"))]
     assert template.read(others, 0, 3, texts.append) == 3
-    assert texts == ["a", '"},']
+    assert texts == ["a", "", '"},']
 
 
 def test_a_template_stops_at_the_first_payload_it_does_not_fit() -> None:
-    payload = _payload(SKELETONS["plain"], b'"hi"', b"")
-    template = Template.of(payload, _decoded(payload))
+    payload = _payload(SKELETONS["text"], b'"hi"', b"")
+    template = Template.of(payload, _decoded(payload), TEXT, "hi")
     assert template is not None and template.middle is None
-    unfit = [payload, _payload(SKELETONS["plain"], b'"a","x":"y"', b""), payload]
+    unfit = [payload, _payload(SKELETONS["text"], b'"a","x":"y"', b""), payload]
     texts: list[str] = []
     assert template.read(unfit, 0, 3, texts.append) == 1
     assert template.read(unfit, 2, 3, texts.append) == 3
@@ -130,10 +201,10 @@ def test_a_template_stops_at_the_first_payload_it_does_not_fit() -> None:
 
 def test_no_template_is_made_where_its_holes_could_be_other_values() -> None:
     def template(payload: bytes) -> Template | None:
-        return Template.of(payload, _decoded(payload))
+        return Template.of(payload, _decoded(payload), TEXT, "a")
 
     # the one unescaped "content" key is not the delta's
-    assert template(_payload(SKELETONS["decoy"], b'"a"', b"")) is None
+    assert template(_payload(SKELETONS["text, decoy"], b'"a"', b"")) is None
     # two "content" keys
     assert template(b'{"choices":[{"index":0,"delta":{"content":"a"},'
                     b'"logprobs":{"content":"b"}}]}') is None
@@ -144,6 +215,34 @@ def test_no_template_is_made_where_its_holes_could_be_other_values() -> None:
                     b'"logprobs":{"obfuscation":"q"}}]}') is None
     # a content that is not a string
     assert template(b'{"choices":[{"index":0,"delta":{"content":1}}]}') is None
+    # arguments: the one unescaped "arguments" key is not the fragment's
+    decoy = _payload(SKELETONS["fragment, decoy"], b'"a"')
+    assert Template.of(decoy, _decoded(decoy), ARGUMENTS, "a") is None
+
+
+def test_a_stream_of_argument_fragments_decodes_only_what_its_template_does_not_fit() -> None:
+    parts = [orjson.dumps(part) for part in ('{"path": ', '"a.txt"', "", ', "n": 1}')]
+    body = _stream(_payload(SKELETONS["call"], b"", call=0),
+                   *(_payload(SKELETONS["fragment, LiteLLM"], part) for part in parts * 10),
+                   b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}')
+    with mock.patch.object(openai_chat, "decode_chunk",
+                           side_effect=chat_chunks.decode_chunk) as decoding:
+        transcript = transcribe(Capture(body, PATH))
+    [call] = transcript.choices[0].tool_calls
+    assert (call.name, call.id, call.arguments) == ("read", "call_a",
+                                                   '{"path": "a.txt", "n": 1}' * 10)
+    assert decoding.call_count == 3  # the call's first fragment, its second, the finish
+
+
+def test_no_fragment_template_is_made_for_a_call_that_could_still_change() -> None:
+    """A call without a name, or a fragment with another id, goes the general way each time."""
+    for first, fragment in ((b"null", "fragment"), (b'""', "fragment"),
+                            (b'"read"', "fragment, other id")):
+        body = _stream(_payload(SKELETONS["call"], b"", name=first),
+                       *(_payload(SKELETONS[fragment], b'"x"') for _ in range(5)))
+        with mock.patch.object(openai_chat, "Template", wraps=Template) as making:
+            transcribe(Capture(body, PATH))
+        assert making.of.call_count == 0, (first, fragment)
 
 
 def test_a_body_stops_making_templates_after_its_tries() -> None:
@@ -158,3 +257,43 @@ def test_a_body_stops_making_templates_after_its_tries() -> None:
         transcript = transcribe(Capture(body, PATH))
     assert transcript.choices[0].text == "a" * count
     assert making.of.call_count == openai_chat.TEMPLATE_TRIES
+
+
+def test_fragments_go_the_general_way_until_the_sdk_holds_their_call_at_its_index() -> None:
+    """The call's first fragment came at index 2 of an empty list: the SDK put it at 0, and
+    the next one at 1, so only from the third on does a fragment to index 2 fold in unchanged."""
+    body = _stream(_payload(SKELETONS["call"], b"", call=2),
+                   *(_payload(SKELETONS["fragment"], b'"x"', call=2) for _ in range(5)))
+    with mock.patch.object(openai_chat, "decode_chunk",
+                           side_effect=chat_chunks.decode_chunk) as decoding:
+        transcript = transcribe(Capture(body, PATH))
+    assert transcript.choices[0].tool_calls[0].arguments == "x" * 5
+    assert decoding.call_count == 3
+
+
+def test_an_argument_fragment_is_a_chunk_of_one_fragment_of_arguments_alone() -> None:
+    def fragment(kind: str) -> chat_chunks.Fragment | None:
+        return chat_chunks.argument_fragment(_decoded(_payload(SKELETONS[kind], b'"x"', call=1)))
+
+    assert fragment("fragment") == (0, 1, None, "x")
+    assert fragment("fragment, LiteLLM") == (0, 1, None, "x")
+    assert fragment("fragment, id") == (0, 1, "call_a", "x")
+    for other in ("fragment, finish", "fragment, list", "fragment, text", "fragment, true",
+                  "fragment, no index", "call", "text"):
+        assert fragment(other) is None, other
+    assert chat_chunks.argument_fragment(_decoded(
+        b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":1,'
+        b'"function":{"arguments":"x"}}]}}]}')) is None
+    assert chat_chunks.argument_fragment(_decoded(
+        b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"type":null,'
+        b'"function":{"arguments":"x"}}]}}]}')) is None
+
+
+def test_a_template_is_made_of_chunks_with_whitespace_between_their_tokens() -> None:
+    """Python's `json.dumps` writes `"key": value`."""
+    payload = _payload(SKELETONS["text, spaced"], b'"hi"', b'"p"')
+    template = Template.of(payload, _decoded(payload), TEXT, "hi")
+    assert template is not None
+    assert template.head.endswith(b'"content" :\t')
+    fragment = _payload(SKELETONS["fragment, spaced"], b' "x"', call=1)
+    assert Template.of(fragment, _decoded(fragment), ARGUMENTS, "x") is not None

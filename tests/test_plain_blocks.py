@@ -238,16 +238,16 @@ def test_short_payloads_are_decoded_into_chunks_and_long_ones_are_left_to_orjson
 
 
 def test_faithful_tells_the_integers_orjson_keeps_from_those_it_makes_floats() -> None:
-    def chunk(value: int) -> chat_chunks.Chunk:
+    def faithful(value: int) -> bool:
         payload = b'{"choices":[{"index":0,"delta":{"n":[%d]}}],"usage":{"u":{"v":1}}}' % value
         decoded = chat_chunks.decode_chunk(payload)
         assert decoded is not None
-        return decoded
+        return chat_chunks.faithful(decoded, payload)
 
-    for kept in (0, 2**64 - 1, -(2**63)):
-        assert chat_chunks.faithful(chunk(kept)), kept
+    for kept in (0, 10**18 - 1, 10**18, 2**64 - 1, -(2**63)):
+        assert faithful(kept), kept
     for floated in (2**64, -(2**63) - 1):
-        assert not chat_chunks.faithful(chunk(floated)), floated
+        assert not faithful(floated), floated
     assert orjson.loads(str(2**64).encode()).__class__ is float
     assert orjson.loads(str(2**64 - 1).encode()).__class__ is int
 

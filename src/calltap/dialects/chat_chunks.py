@@ -32,6 +32,10 @@ _SHALLOW = 2 * 1024
 REJECTED = (ValueError, RecursionError)
 """What msgspec raises on a payload it does not take: its own errors, and before 0.23 a
 UnicodeDecodeError for invalid UTF-8 (both ValueErrors); RecursionError past its nesting limit."""
+_DIGITS = bytes(b"0"[0] if b"0"[0] <= byte <= b"9"[0] else b"."[0] for byte in range(256))
+"""Every digit made `0`, every other byte `.`: 19 digits in a row are then one bytes search."""
+_LONG_DIGITS = b"0" * 19
+"""Where an integer orjson makes a float could be: 2**63 has 19 digits."""
 _LOWEST = -(2**63)
 _HIGHEST = 2**64 - 1
 """The integers orjson keeps as integers."""
@@ -74,9 +78,12 @@ def decode_chunk(payload: bytes) -> Chunk | None:
     return decode(payload) if len(payload) < _SHALLOW else None
 
 
-def faithful(chunk: Chunk) -> bool:
+def faithful(chunk: Chunk, payload: bytes) -> bool:
     """True when the values the reducer reads are those orjson gives: no integer among them is
-    one orjson makes a float."""
+    one orjson makes a float. Such an integer has at least 19 digits, so a payload without 19
+    digits in a row needs no look at its values."""
+    if _LONG_DIGITS not in payload.translate(_DIGITS):
+        return True
     values = [chunk.error, chunk.usage]
     for entry in chunk.choices or ():
         values += (entry.index, entry.delta, entry.finish_reason)
@@ -91,3 +98,39 @@ def faithful(chunk: Chunk) -> bool:
         elif kind is list:
             values += value
     return True
+
+
+Fragment = tuple[int, int, str | None, str]
+"""An argument fragment's choice index, call index, call id (or None) and arguments."""
+
+
+def argument_fragment(chunk: Chunk) -> Fragment | None:
+    """The chunk's one tool-call fragment, when it is all the chunk carries and it carries only
+    arguments (with the call's index, and perhaps its `type` and its id or a null one): the
+    fragment that streams a call's arguments after its first."""
+    choices = chunk.choices
+    if choices is None or len(choices) != 1 or chunk.error or chunk.usage:
+        return None
+    entry = choices[0]
+    delta = entry.delta
+    if (entry.finish_reason is not None or entry.index.__class__ is not int
+            or delta.__class__ is not dict or len(delta) != 1):
+        return None
+    fragments = delta.get("tool_calls")
+    if fragments.__class__ is not list or len(fragments) != 1:
+        return None
+    [fragment] = fragments
+    if fragment.__class__ is not dict or not fragment.keys() <= _FRAGMENT_KEYS:
+        return None
+    index, call_id, function = fragment.get("index"), fragment.get("id"), fragment.get("function")
+    if (index.__class__ is not int or not (call_id is None or call_id.__class__ is str)
+            or function.__class__ is not dict or len(function) != 1
+            or fragment.get("type", "").__class__ is not str):
+        return None
+    arguments = function.get("arguments")
+    if arguments.__class__ is not str:
+        return None
+    return entry.index, index, call_id, arguments
+
+
+_FRAGMENT_KEYS = {"index", "id", "type", "function"}

@@ -70,6 +70,15 @@ class DeltaShape:
     def __init__(self) -> None:
         self.message: dict[str, Any] = {}
 
+    def holds_call(self, index: int) -> bool:
+        """Does the message hold a call at `index` with a `function` object? A fragment of
+        scalars and a function of strings it already holds then folds in without a change."""
+        calls = self.message.get(TOOL_CALLS)
+        if calls.__class__ is not list or not 0 <= index < len(calls):
+            return False
+        call = calls[index]
+        return call.__class__ is dict and call.get("function").__class__ is dict
+
     def fold(self, delta: dict[str, Any]) -> str | None:
         """Fold a delta in; the first failure it causes (`path: why`), or None. Entries that
         fail are left out, so that later deltas fold as a tolerant client would take them.

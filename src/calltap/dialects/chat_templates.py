@@ -1,21 +1,24 @@
-"""A stream's text deltas read through a template of their bytes, without decoding each chunk.
+"""A stream's text deltas and argument fragments read through a template of their bytes, without
+decoding each chunk.
 
 A model's text arrives as hundreds of chunks whose bytes are the same but for the text:
 `{"id":"chatcmpl-…","object":"chat.completion.chunk",…,"choices":[{"index":0,"delta":{"content":
 "Hello"},"logprobs":null,"finish_reason":null}]}`, and on OpenAI's own streams an `obfuscation`
-string of padding that changes with every chunk. Once the reducer has read one text delta the
-way every later one is read (a choice that already holds text, nothing but `content` in the
-delta), the bytes around those one or two strings are a template. A payload made of the template
-with other strings in its holes means what that chunk meant with those strings, so its text is
-the content hole's string, decoded, and nothing else needs reading.
+string of padding that changes with every chunk; a tool call's arguments likewise, as fragments
+that differ only in `arguments`. Once the reducer has read one such chunk the way every later one
+is read (a text delta to a choice that already holds text; a fragment of nothing but `arguments`
+to a named call), the bytes around those one or two strings are a template. A payload made of the
+template with other strings in its holes means what that chunk meant with those strings, so what
+it adds is the string of the `content` (or `arguments`) hole, decoded, and nothing else needs
+reading.
 
 Why this is sound:
 - each hole of a payload must decode alone as one JSON string, with msgspec's decoder (quotes,
   escapes and UTF-8 checked as when it decodes the whole chunk), so that putting it in place of
   the template's string leaves the chunk's structure as it was;
 - a template is kept only when a probe shows that its holes are the chunk's `content` and
-  `obfuscation` values and nothing else: the template with other strings in the holes decodes
-  to the same chunk with those strings.
+  `obfuscation` values (or `arguments` and `obfuscation`) and nothing else: the template with
+  other strings in the holes decodes to the same chunk with those strings.
 Any payload that does not fit is decoded as before.
 """
 
@@ -30,29 +33,56 @@ import orjson
 
 from calltap.dialects.chat_chunks import REJECTED, Chunk, decode
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-"""A JSON string token, from its opening quote (the probe checks what it found)."""
-_CONTENT = b'"content":'
-_OBFUSCATION = b'"obfuscation":'
+_VALUE = rb'[ \t\n\r]*:[ \t\n\r]*("(?:[^"\\]|\\.)*")'
+"""After a key, the colon and a JSON string token (the probe checks what this found)."""
+_OBFUSCATION = b'"obfuscation"'
 _decode_string = msgspec.json.Decoder(str).decode
+
+
+def _with_text(chunk: Chunk, text: str) -> Chunk:
+    entry = chunk.choices[0]  # type: ignore[index]
+    return msgspec.structs.replace(
+        chunk, choices=[msgspec.structs.replace(entry, delta={"content": text})])
+
+
+def _with_arguments(chunk: Chunk, arguments: str) -> Chunk:
+    entry = chunk.choices[0]  # type: ignore[index]
+    [fragment] = entry.delta["tool_calls"]
+    fragment = {**fragment, "function": {"arguments": arguments}}
+    return msgspec.structs.replace(
+        chunk, choices=[msgspec.structs.replace(entry, delta={"tool_calls": [fragment]})])
+
+
+@dataclass(frozen=True, slots=True)
+class Hole:
+    """The string a template leaves open: its key, and the chunk with another string there."""
+
+    key: bytes
+    put: Callable[[Chunk, str], Chunk]
+
+
+TEXT = Hole(b'"content"', _with_text)
+"""A text delta's `content`: `{"content": …}` is the whole delta."""
+ARGUMENTS = Hole(b'"arguments"', _with_arguments)
+"""An argument fragment's `arguments`: `{"arguments": …}` is the fragment's whole function."""
 
 
 @dataclass(frozen=True, slots=True)
 class Template:
-    """A text delta's bytes cut around its strings: `head`, the first hole, `middle` and the
-    second hole when there are two, `tail`."""
+    """A chunk's bytes cut around its strings: `head`, the first hole, `middle` and the second
+    hole when there are two, `tail`."""
 
     head: bytes
     middle: bytes | None
     tail: bytes
     content_first: bool
-    """Which hole holds the text when there are two."""
+    """Which hole is the open one (`content` or `arguments`) when there are two."""
 
     @classmethod
-    def of(cls, payload: bytes, chunk: Chunk) -> Template | None:
-        """The template of a payload decoded as `chunk`, a text delta (one choice, a delta of
-        `content` alone); None when its holes cannot be found or proven."""
-        content = _hole(payload, _CONTENT)
+    def of(cls, payload: bytes, chunk: Chunk, hole: Hole, value: str) -> Template | None:
+        """The template of a payload decoded as `chunk`, whose `hole` holds `value`; None when
+        its holes cannot be found or proven."""
+        content = _hole(payload, hole.key)
         if content is None:
             return None
         holes = [content]
@@ -66,12 +96,12 @@ class Template:
         middle = payload[end:rest[0][0]] if rest else None
         template = cls(payload[:start], middle, payload[rest[0][1] if rest else end:],
                        content_first=holes[0] == content)
-        return template if template.fits(chunk) else None
+        return template if template.fits(chunk, hole, value) else None
 
     def read(self, payloads: list[bytes], index: int, end: int,
              append: Callable[[str], None]) -> int:
-        """The text of each payload from `index` on made from this template, handed to
-        `append` (empty text is not); the index of the first payload that is not (or `end`)."""
+        """The string in the open hole of each payload from `index` on made from this template,
+        handed to `append`; the index of the first payload that is not (or `end`)."""
         head, middle, tail = self.head, self.middle, self.tail
         start, after = len(head), len(tail)
         while index < end:
@@ -88,8 +118,7 @@ class Template:
                 return index
             if text is None:
                 return index
-            if text:
-                append(text)
+            append(text)
             index += 1
         return end
 
@@ -104,11 +133,10 @@ class Template:
         second = _decode_string(payload[at + len(middle):stop])
         return first if self.content_first else second
 
-    def fits(self, chunk: Chunk) -> bool:
+    def fits(self, chunk: Chunk, hole: Hole, value: str) -> bool:
         """Does the template, with other strings in its holes, decode to `chunk` holding those
-        strings instead of its content and obfuscation?"""
-        entry = chunk.choices[0]  # type: ignore[index]
-        content = entry.delta["content"] + "\x00"
+        strings instead of `value` and its obfuscation?"""
+        content = value + "\x00"
         padding = (chunk.obfuscation or "") + "\x00"
         first, second = (content, padding) if self.content_first else (padding, content)
         probe = self.head + orjson.dumps(first)
@@ -118,17 +146,20 @@ class Template:
             probed = decode(probe + self.tail)
         except REJECTED:
             return False
-        expected = msgspec.structs.replace(
-            chunk, choices=[msgspec.structs.replace(entry, delta={"content": content})])
+        expected = hole.put(chunk, content)
         if self.middle is not None:
             expected.obfuscation = padding
         return probed == expected
 
 
 def _hole(payload: bytes, key: bytes) -> tuple[int, int] | None:
-    """Where the string value of the one occurrence of `key` in `payload` lies."""
+    """Where the string value of the one occurrence of `key` (quoted) in `payload` lies."""
     at = payload.find(key)
     if at < 0 or payload.find(key, at + 1) >= 0:
         return None
-    token = _STRING.match(payload, at + len(key))
-    return None if token is None else token.span()
+    token = _VALUES[key].match(payload, at)
+    return None if token is None else token.span(1)
+
+
+_VALUES = {key: re.compile(re.escape(key) + _VALUE, re.DOTALL)
+           for key in (TEXT.key, ARGUMENTS.key, _OBFUSCATION)}

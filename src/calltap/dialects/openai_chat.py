@@ -50,9 +50,16 @@ import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
-from calltap.dialects.chat_chunks import REJECTED, Chunk, decode_chunk, faithful
+from calltap.dialects.chat_chunks import (
+    REJECTED,
+    Chunk,
+    Fragment,
+    argument_fragment,
+    decode_chunk,
+    faithful,
+)
 from calltap.dialects.chat_deltas import DeltaShape
-from calltap.dialects.chat_templates import Template
+from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Hole, Template
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
     PendingCall,
@@ -180,13 +187,14 @@ class _Choice:
         return max(self.calls, default=-1) + 1
 
 
-TEMPLATE_TRIES = 8
-"""Templates a body may make: one whose text deltas differ in more than their strings (a clock
-in every chunk) stops making them after this many."""
+TEMPLATE_TRIES = 16
+"""Templates a body may make: one whose chunks differ in more than their strings (a clock in
+every chunk) stops making them after this many."""
 
 
 class _Texts:
-    """Where each choice's text goes, and the template of the last text delta decoded."""
+    """Where each choice's text goes, and the template of the last text delta or argument
+    fragment decoded."""
 
     __slots__ = ("append", "appends", "template", "tries")
 
@@ -194,14 +202,15 @@ class _Texts:
         self.appends: dict[int, Callable[[str], None]] = {}
         self.template: Template | None = None
         self.append: Callable[[str], None] = _nowhere
-        """Where the template's text goes."""
+        """Where the string in the template's open hole goes."""
         self.tries = TEMPLATE_TRIES
 
-    def learn(self, payload: bytes, chunk: Chunk, append: Callable[[str], None]) -> None:
-        """A text delta that was decoded (the template did not fit it): the next template."""
+    def learn(self, payload: bytes, chunk: Chunk, hole: Hole, value: str,
+              append: Callable[[str], None]) -> None:
+        """A chunk that was decoded (the template did not fit it): the next template."""
         if self.tries:
             self.tries -= 1
-            self.template = Template.of(payload, chunk)
+            self.template = Template.of(payload, chunk, hole, value)
             self.append = append
 
 
@@ -312,9 +321,9 @@ class _Reducer(Reducer):
                 if content.__class__ is str and append is not None:
                     if content:
                         append(content)
-                    text.learn(window.data[index], chunk, append)
+                    text.learn(window.data[index], chunk, TEXT, content, append)
                     return
-        if faithful(chunk):
+        if faithful(chunk, window.data[index]):
             event = window.event(index)
             self.envelope(chunk.error, chunk.usage, event)
             for entry in choices or ():
@@ -322,6 +331,31 @@ class _Reducer(Reducer):
         else:
             self.read(window.event(index))
         self.texts_of(texts)
+        fragment = argument_fragment(chunk) if text.tries else None
+        if fragment is not None:
+            self.learn_fragment(window.data[index], chunk, fragment, text)
+
+    def learn_fragment(self, payload: bytes, chunk: Chunk, fragment: Fragment,
+                       text: _Texts) -> None:
+        """An argument fragment read in full: a template for the ones after it, when they would
+        change nothing but its call's arguments, fragments and place as the latest call (the
+        call holds a name and this id, and the SDK's message holds the call)."""
+        choice, index, call_id, arguments = fragment
+        state = self.choices.get(choice)
+        call = state.calls.get(index) if state is not None else None
+        if (state is None or call is None or not call.name
+                or (call_id is not None and call_id != call.id)
+                or not state.deltas.holds_call(index)):
+            return
+        parts = call.parts
+
+        def add(part: str) -> None:
+            state.latest = call
+            call.fragments += 1
+            if part:
+                parts.append(part)
+
+        text.learn(payload, chunk, ARGUMENTS, arguments, add)
 
     def texts_of(self, texts: dict[int, Callable[[str], None]]) -> None:
         """Note where the text of each choice whose message now holds text goes."""
