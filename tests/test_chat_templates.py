@@ -135,12 +135,18 @@ TRICKY = [
     _calls(("fragment, true", 1), ("fragment, true", 1), ("fragment, true", 1)),
     # text beside the fragment
     _calls(("fragment, text", 0), ("fragment, text", 0), ("fragment, text", 0)),
+    # a choice index and a call index orjson reads as floats: no choice, no call to add to
+    _stream(_payload(SKELETONS["call"], b""),
+            *(_payload(SKELETONS["fragment"], b'"x"', call=2**64).replace(
+                b'"choices":[{"index":0', b'"choices":[{"index":%d' % index)
+              for index in (0, 0, 2**64, 2**64))),
 ]
 
 
 @examples(400)
 @example(TRICKY[0], TRICKY[1], sse.WINDOW)
 @example(TRICKY[2], TRICKY[3], sse.WINDOW)
+@example(TRICKY[4], TRICKY[0], sse.WINDOW)
 @given(streams(), streams(), st.sampled_from([128, 1024, sse.WINDOW]))
 def test_text_read_through_a_template_is_the_text_decoding_gives(
     upstream: bytes, downstream: bytes, window: int

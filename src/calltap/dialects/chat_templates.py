@@ -111,7 +111,7 @@ class Template:
             stop = len(payload) - after
             try:
                 if middle is None:
-                    text = _decode_string(payload[start:stop]) if start < stop else None
+                    text = _decode_string(payload[start:stop])
                 else:
                     text = self._text(payload, start, stop)
             except REJECTED:
