@@ -61,6 +61,9 @@ SKELETONS = {
                     b'%(text)s}}], "obfuscation": %(padding)s}',
     "fragment, spaced": b'{"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"tool_calls":'
                         b' [{"index": %(call)s, "function": {"arguments" : %(text)s}}]}}]}',
+    "fragment, usage": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
+                       b'"index":%(call)s,"function":{"arguments":%(text)s}}]}}],"usage":{'
+                       b'"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}',
     "fragment, no index": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
                           b'"function":{"arguments":%(text)s}}]}}]}',
     "call": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":%(call)s,'
@@ -285,7 +288,7 @@ def test_an_argument_fragment_is_a_chunk_of_one_fragment_of_arguments_alone() ->
     assert fragment("fragment, LiteLLM") == (0, 1, None, "x")
     assert fragment("fragment, id") == (0, 1, "call_a", "x")
     for other in ("fragment, finish", "fragment, list", "fragment, text", "fragment, true",
-                  "fragment, no index", "call", "text"):
+                  "fragment, usage", "fragment, no index", "call", "text"):
         assert fragment(other) is None, other
     assert chat_chunks.argument_fragment(_decoded(
         b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":1,'

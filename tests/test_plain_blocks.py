@@ -111,6 +111,10 @@ STRUCTURED = st.one_of(
               st.integers(0, 2**63)),
     st.builds(lambda text: _chunk([{"index": 0, "delta": {"content": text}},
                                    {"index": 1, "delta": {"content": text}}]), TEXT),
+    st.builds(lambda text, tokens: _chunk([{"index": 0, "delta": {"content": text}}],
+                                          usage={"prompt_tokens": 1, "completion_tokens": tokens,
+                                                 "total_tokens": tokens + 1}),
+              TEXT, st.integers(0, 9)),
     st.binary(max_size=8).filter(lambda data: b"\n" not in data and b"\r" not in data),
 )
 PAYLOADS = st.one_of(STRUCTURED, st.sampled_from(RAW_PAYLOADS))
@@ -232,7 +236,7 @@ def test_short_payloads_are_decoded_into_chunks_and_long_ones_are_left_to_orjson
     longest %= b"x" * (2047 - len(longest % b""))
     assert len(longest) == 2047
     assert chat_chunks.decode_chunk(longest).__class__ is chat_chunks.Chunk
-    assert chat_chunks.decode_chunk(longest[:-2] + b'x"}}]}') is None
+    assert chat_chunks.decode_chunk(longest[:-5] + b'x"}}]}') is None
     with pytest.raises(chat_chunks.REJECTED):
         chat_chunks.decode_chunk(_chunk([{"index": 0, "delta": {}}], unknown=1))
 

@@ -196,13 +196,12 @@ class _Texts:
     """Where each choice's text goes, and the template of the last text delta or argument
     fragment decoded."""
 
-    __slots__ = ("append", "appends", "template", "tries")
+    __slots__ = ("appends", "template", "tries")
 
     def __init__(self) -> None:
         self.appends: dict[int, Callable[[str], None]] = {}
-        self.template: Template | None = None
-        self.append: Callable[[str], None] = _nowhere
-        """Where the string in the template's open hole goes."""
+        self.template: tuple[Template, Callable[[str], None]] | None = None
+        """The template, and where the string in its open hole goes."""
         self.tries = TEMPLATE_TRIES
 
     def learn(self, payload: bytes, chunk: Chunk, hole: Hole, value: str,
@@ -210,12 +209,8 @@ class _Texts:
         """A chunk that was decoded (the template did not fit it): the next template."""
         if self.tries:
             self.tries -= 1
-            self.template = Template.of(payload, chunk, hole, value)
-            self.append = append
-
-
-def _nowhere(text: str) -> None:
-    raise AssertionError("text read through a template before one was made")
+            template = Template.of(payload, chunk, hole, value)
+            self.template = None if template is None else (template, append)
 
 
 class _Reducer(Reducer):
@@ -292,7 +287,8 @@ class _Reducer(Reducer):
         index = 0
         while index < end:
             if text.template is not None:
-                index = text.template.read(data, index, end, text.append)
+                template, append = text.template
+                index = template.read(data, index, end, append)
                 if index == end:
                     break
             try:
