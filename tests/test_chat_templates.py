@@ -18,7 +18,7 @@ from tests.support.properties import examples
 from tests.test_plain_blocks import PATH, _compared, _general
 
 from calltap import sse
-from calltap.dialects import chat_chunks, openai_chat, transcribe
+from calltap.dialects import chat_blocks, chat_chunks, transcribe
 from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Template
 from calltap.transcript import Capture
 
@@ -174,7 +174,7 @@ def test_a_stream_of_text_deltas_decodes_only_what_its_template_does_not_fit() -
                    *(_payload(SKELETONS["text, padding after"], word, orjson.dumps("x" * (n % 5)))
                      for n, word in enumerate(words)),
                    b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}')
-    with mock.patch.object(openai_chat, "decode_chunk",
+    with mock.patch.object(chat_blocks, "decode_chunk",
                            side_effect=chat_chunks.decode_chunk) as decoding:
         transcript = transcribe(Capture(body, PATH))
     assert transcript.choices[0].text == "".join(f"w{n} " for n in range(50))
@@ -234,7 +234,7 @@ def test_a_stream_of_argument_fragments_decodes_only_what_its_template_does_not_
     body = _stream(_payload(SKELETONS["call"], b"", call=0),
                    *(_payload(SKELETONS["fragment, LiteLLM"], part) for part in parts * 10),
                    b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}')
-    with mock.patch.object(openai_chat, "decode_chunk",
+    with mock.patch.object(chat_blocks, "decode_chunk",
                            side_effect=chat_chunks.decode_chunk) as decoding:
         transcript = transcribe(Capture(body, PATH))
     [call] = transcript.choices[0].tool_calls
@@ -249,7 +249,7 @@ def test_no_fragment_template_is_made_for_a_call_that_could_still_change() -> No
                             (b'"read"', "fragment, other id")):
         body = _stream(_payload(SKELETONS["call"], b"", name=first),
                        *(_payload(SKELETONS[fragment], b'"x"') for _ in range(5)))
-        with mock.patch.object(openai_chat, "Template", wraps=Template) as making:
+        with mock.patch.object(chat_blocks, "Template", wraps=Template) as making:
             transcribe(Capture(body, PATH))
         assert making.of.call_count == 0, (first, fragment)
 
@@ -259,13 +259,13 @@ def test_a_body_stops_making_templates_after_its_tries() -> None:
     def delta(n: int) -> bytes:
         return orjson.dumps({"created": n, "choices": [{"index": 0, "delta": {"content": "a"}}]})
 
-    count = openai_chat.TEMPLATE_TRIES + 5
+    count = chat_blocks.TEMPLATE_TRIES + 5
     body = _stream(orjson.dumps({"choices": [{"index": 0, "delta": {"content": ""}}]}),
                    *(delta(n) for n in range(count)))
-    with mock.patch.object(openai_chat, "Template", wraps=Template) as making:
+    with mock.patch.object(chat_blocks, "Template", wraps=Template) as making:
         transcript = transcribe(Capture(body, PATH))
     assert transcript.choices[0].text == "a" * count
-    assert making.of.call_count == openai_chat.TEMPLATE_TRIES
+    assert making.of.call_count == chat_blocks.TEMPLATE_TRIES
 
 
 def test_fragments_go_the_general_way_until_the_sdk_holds_their_call_at_its_index() -> None:
@@ -273,7 +273,7 @@ def test_fragments_go_the_general_way_until_the_sdk_holds_their_call_at_its_inde
     the next one at 1, so only from the third on does a fragment to index 2 fold in unchanged."""
     body = _stream(_payload(SKELETONS["call"], b"", call=2),
                    *(_payload(SKELETONS["fragment"], b'"x"', call=2) for _ in range(5)))
-    with mock.patch.object(openai_chat, "decode_chunk",
+    with mock.patch.object(chat_blocks, "decode_chunk",
                            side_effect=chat_chunks.decode_chunk) as decoding:
         transcript = transcribe(Capture(body, PATH))
     assert transcript.choices[0].tool_calls[0].arguments == "x" * 5

@@ -43,23 +43,15 @@ index, so each takes its position in the list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
-from calltap.dialects.chat_chunks import (
-    REJECTED,
-    Chunk,
-    Fragment,
-    argument_fragment,
-    decode_chunk,
-    faithful,
-)
+from calltap.dialects.chat_blocks import BlockReader
 from calltap.dialects.chat_deltas import DeltaShape
-from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Hole, Template
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
     PendingCall,
@@ -74,7 +66,7 @@ from calltap.dialects.common import (
     record_error,
 )
 from calltap.jsonvalues import JsonInvalid, load_envelope
-from calltap.sse import Blocks, Event, Window
+from calltap.sse import Blocks, Event
 from calltap.transcript import Choice, Finding, Position, Transcript
 
 NAME = "openai.chat"
@@ -187,33 +179,7 @@ class _Choice:
         return max(self.calls, default=-1) + 1
 
 
-TEMPLATE_TRIES = 16
-"""Templates a body may make: one whose chunks differ in more than their strings (a clock in
-every chunk) stops making them after this many."""
-
-
-class _Texts:
-    """Where each choice's text goes, and the template of the last text delta or argument
-    fragment decoded."""
-
-    __slots__ = ("appends", "template", "tries")
-
-    def __init__(self) -> None:
-        self.appends: dict[int, Callable[[str], None]] = {}
-        self.template: tuple[Template, Callable[[str], None]] | None = None
-        """The template, and where the string in its open hole goes."""
-        self.tries = TEMPLATE_TRIES
-
-    def learn(self, payload: bytes, chunk: Chunk, hole: Hole, value: str,
-              append: Callable[[str], None]) -> None:
-        """A chunk that was decoded (the template did not fit it): the next template."""
-        if self.tries:
-            self.tries -= 1
-            template = Template.of(payload, chunk, hole, value)
-            self.template = None if template is None else (template, append)
-
-
-class _Reducer(Reducer):
+class _Reducer(BlockReader, Reducer):
     """Accumulates one body's choices; `stream` and `body` are the two ways in.
 
     This is the comparator's hot path: per event it does one envelope decode and a few dict
@@ -247,117 +213,6 @@ class _Reducer(Reducer):
                 self.read(event)
         self.drain(events, event, terminal)
         return self.result()
-
-    def blocks(self, blocks: Blocks) -> Transcript:
-        """`stream` for plain blocks, without building an event for a payload that needs none.
-
-        Each payload is decoded into a typed chunk (`chat_chunks`); one that is a plain text
-        delta of a choice whose message already holds text (as `entry` skips the SDK's fold for
-        it) is appended to that choice's text and nothing else, and the later payloads made
-        from its bytes with other text (`chat_templates`) are not decoded at all; any other
-        chunk is read as `payload` reads a dict, with its event; the payloads the typed decoder
-        leaves to orjson are read as `stream` reads them.
-        """
-        transcript = self.transcript
-        text = _Texts()
-        for window in blocks.windows():
-            data = window.data
-            try:
-                end = data.index(TERMINAL_BYTES)
-            except ValueError:
-                end, terminal = len(data), False
-            else:
-                terminal = True
-            rejected = self.window(window, end, text)
-            if rejected < end:
-                for event in window.events(rejected, end):
-                    self.read(event)
-                self.texts_of(text.appends)
-            if terminal:
-                transcript.terminal_seen = True
-                break
-        transcript.events = blocks.count
-        transcript.end_position = position_of(window.event(end if terminal else end - 1))
-        return self.result()
-
-    def window(self, window: Window, end: int, text: _Texts) -> int:
-        """A window's first `end` payloads read, up to the first one msgspec rejects: its index
-        (`end` when there is none)."""
-        data = window.data
-        index = 0
-        while index < end:
-            if text.template is not None:
-                template, append = text.template
-                index = template.read(data, index, end, append)
-                if index == end:
-                    break
-            try:
-                chunk = decode_chunk(data[index])
-            except REJECTED:
-                return index
-            self.decoded(chunk, window, index, text)
-            index += 1
-        return end
-
-    def decoded(self, chunk: Chunk | None, window: Window, index: int, text: _Texts) -> None:
-        """A window's payload as decoded (None: left to orjson)."""
-        texts = text.appends
-        if chunk is None:
-            self.read(window.event(index))
-            self.texts_of(texts)
-            return
-        choices = chunk.choices
-        if choices is not None and len(choices) == 1 and not (chunk.error or chunk.usage):
-            entry = choices[0]
-            delta, choice = entry.delta, entry.index
-            if (delta.__class__ is dict and len(delta) == 1
-                    and entry.finish_reason is None and choice.__class__ is int):
-                content = delta.get("content")
-                append = texts.get(choice)
-                if content.__class__ is str and append is not None:
-                    if content:
-                        append(content)
-                    text.learn(window.data[index], chunk, TEXT, content, append)
-                    return
-        if faithful(chunk, window.data[index]):
-            event = window.event(index)
-            self.envelope(chunk.error, chunk.usage, event)
-            for entry in choices or ():
-                self.entry(entry.index, entry.delta, entry.finish_reason, event)
-        else:
-            self.read(window.event(index))
-        self.texts_of(texts)
-        fragment = argument_fragment(chunk) if text.tries else None
-        if fragment is not None:
-            self.learn_fragment(window.data[index], chunk, fragment, text)
-
-    def learn_fragment(self, payload: bytes, chunk: Chunk, fragment: Fragment,
-                       text: _Texts) -> None:
-        """An argument fragment read in full: a template for the ones after it, when they would
-        change nothing but its call's arguments, fragments and place as the latest call (the
-        call holds a name and this id, and the SDK's message holds the call)."""
-        choice, index, call_id, arguments = fragment
-        state = self.choices.get(choice)
-        call = state.calls.get(index) if state is not None else None
-        if (state is None or call is None or not call.name
-                or (call_id is not None and call_id != call.id)
-                or not state.deltas.holds_call(index)):
-            return
-        parts = call.parts
-
-        def add(part: str) -> None:
-            state.latest = call
-            call.fragments += 1
-            if part:
-                parts.append(part)
-
-        text.learn(payload, chunk, ARGUMENTS, arguments, add)
-
-    def texts_of(self, texts: dict[int, Callable[[str], None]]) -> None:
-        """Note where the text of each choice whose message now holds text goes."""
-        for index, state in self.choices.items():
-            if index not in texts and "content" in state.deltas.message:
-                texts[index] = state.text.append
 
     def read(self, event: Event) -> None:
         """One event's payload: orjson reads it, or `strict_payload` what orjson rejects."""
