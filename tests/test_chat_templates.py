@@ -185,7 +185,7 @@ def test_a_stream_of_text_deltas_decodes_only_what_its_template_does_not_fit() -
 def test_a_template_takes_the_content_and_the_padding_as_its_holes() -> None:
     payload = _payload(SKELETONS["text, padding before"], b'"hi"', b'"pad"')
     template = Template.of(payload, _decoded(payload), TEXT, "hi")
-    assert template is not None and not template.content_first
+    assert template is not None and not template.open_first
     assert template.head.endswith(b'"obfuscation":')
     assert template.middle == b',"choices":[{"index":0,"delta":{"content":'
     assert template.tail == b"}}]}"

@@ -75,17 +75,17 @@ class Template:
     head: bytes
     middle: bytes | None
     tail: bytes
-    content_first: bool
-    """Which hole is the open one (`content` or `arguments`) when there are two."""
+    open_first: bool
+    """Whether the open hole (`content` or `arguments`) comes before the padding."""
 
     @classmethod
     def of(cls, payload: bytes, chunk: Chunk, hole: Hole, value: str) -> Template | None:
         """The template of a payload decoded as `chunk`, whose `hole` holds `value`; None when
         its holes cannot be found or proven."""
-        content = _hole(payload, hole.key)
-        if content is None:
+        opened = _hole(payload, hole.key)
+        if opened is None:
             return None
-        holes = [content]
+        holes = [opened]
         if chunk.obfuscation is not None:
             padding = _hole(payload, _OBFUSCATION)
             if padding is None:
@@ -95,7 +95,7 @@ class Template:
         (start, end), *rest = holes
         middle = payload[end:rest[0][0]] if rest else None
         template = cls(payload[:start], middle, payload[rest[0][1] if rest else end:],
-                       content_first=holes[0] == content)
+                       open_first=holes[0] == opened)
         return template if template.fits(chunk, hole, value) else None
 
     def read(self, payloads: list[bytes], index: int, end: int,
@@ -123,7 +123,7 @@ class Template:
         return end
 
     def _text(self, payload: bytes, start: int, stop: int) -> str | None:
-        """The text of a two-hole payload: both holes must decode."""
+        """The open hole's string of a two-hole payload: both holes must decode."""
         middle = self.middle
         assert middle is not None
         at = payload.find(middle, start, stop)
@@ -131,14 +131,14 @@ class Template:
             return None
         first = _decode_string(payload[start:at])
         second = _decode_string(payload[at + len(middle):stop])
-        return first if self.content_first else second
+        return first if self.open_first else second
 
     def fits(self, chunk: Chunk, hole: Hole, value: str) -> bool:
         """Does the template, with other strings in its holes, decode to `chunk` holding those
         strings instead of `value` and its obfuscation?"""
-        content = value + "\x00"
+        other = value + "\x00"
         padding = (chunk.obfuscation or "") + "\x00"
-        first, second = (content, padding) if self.content_first else (padding, content)
+        first, second = (other, padding) if self.open_first else (padding, other)
         probe = self.head + orjson.dumps(first)
         if self.middle is not None:
             probe += self.middle + orjson.dumps(second)
@@ -146,7 +146,7 @@ class Template:
             probed = decode(probe + self.tail)
         except REJECTED:
             return False
-        expected = hole.put(chunk, content)
+        expected = hole.put(chunk, other)
         if self.middle is not None:
             expected.obfuscation = padding
         return probed == expected
