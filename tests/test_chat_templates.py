@@ -24,6 +24,19 @@ from calltap.transcript import Capture
 
 ENVELOPE = b'"id":"chatcmpl-9","object":"chat.completion.chunk","created":7,"model":"m"'
 TAIL = b'"logprobs":null,"finish_reason":null}]'
+CALL = b'"index":%(call)s,'
+FUNCTION = b'"function":{"arguments":%(text)s}'
+
+
+def _fragment(fragment: bytes = CALL + FUNCTION, *, choice: bytes = b'{"index":0',
+              delta: bytes = b"", entry: bytes = b"", chunk: bytes = b"") -> bytes:
+    """A chunk of one tool-call fragment (`fragment`: the inside of its object): `choice` opens
+    the choice, `delta` comes before `tool_calls` in the delta, `entry` after the delta in the
+    choice, `chunk` after `choices`."""
+    return (b"{" + ENVELOPE + b',"choices":[' + choice + b',"delta":{' + delta
+            + b'"tool_calls":[{' + fragment + b"}]}" + entry + b"}]" + chunk + b"}")
+
+
 SKELETONS = {
     "text": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":%(text)s},' + TAIL
             + b"}",
@@ -33,41 +46,26 @@ SKELETONS = {
                             b'"index":0,"delta":{"content":%(text)s}}]}',
     "text, decoy": b'{' + ENVELOPE + b',"choices":[{"index":0,"logprobs":{"content":"zz"},'
                    b'"delta":{"cont\\u0065nt":%(text)s}}]}',
-    "fragment": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":'
-                b'%(call)s,"function":{"arguments":%(text)s}}]},' + TAIL
-                + b',"obfuscation":%(padding)s}',
-    "fragment, LiteLLM": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                         b'"id":null,"type":"function","index":%(call)s,"function":{'
-                         b'"arguments":%(text)s}}]}}]}',
-    "fragment, id": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                    b'"id":"call_a","index":%(call)s,"function":{"arguments":%(text)s}}]}}]}',
-    "fragment, other id": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                          b'"id":"call_b","index":%(call)s,"function":{"arguments":%(text)s}}'
-                          b']}}]}',
-    "fragment, decoy": b'{' + ENVELOPE + b',"choices":[{"index":0,"logprobs":{"arguments":"z"},'
-                       b'"delta":{"tool_calls":[{"index":%(call)s,"function":{'
-                       b'"argum\\u0065nts":%(text)s}}]}}]}',
-    "fragment, finish": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                        b'"index":%(call)s,"function":{"arguments":%(text)s}}]},'
-                        b'"finish_reason":"tool_calls"}]}',
-    "fragment, list": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                      b'"index":%(call)s,"extra":[{"a":1}],"function":{"arguments":%(text)s}}]}'
-                      b'}]}',
-    "fragment, text": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"content":"t",'
-                      b'"tool_calls":[{"index":%(call)s,"function":{"arguments":%(text)s}}]}}]}',
-    "fragment, true": b'{' + ENVELOPE + b',"choices":[{"index":true,"delta":{"tool_calls":[{'
-                      b'"index":%(call)s,"function":{"arguments":%(text)s}}]}}]}',
+    "fragment": _fragment(entry=b',"logprobs":null,"finish_reason":null',
+                          chunk=b',"obfuscation":%(padding)s'),
+    "fragment, LiteLLM": _fragment(b'"id":null,"type":"function",' + CALL + FUNCTION),
+    "fragment, id": _fragment(b'"id":"call_a",' + CALL + FUNCTION),
+    "fragment, other id": _fragment(b'"id":"call_b",' + CALL + FUNCTION),
+    "fragment, decoy": _fragment(CALL + b'"function":{"argum\\u0065nts":%(text)s}',
+                                 choice=b'{"index":0,"logprobs":{"arguments":"z"}'),
+    "fragment, finish": _fragment(entry=b',"finish_reason":"tool_calls"'),
+    "fragment, list": _fragment(CALL + b'"extra":[{"a":1}],' + FUNCTION),
+    "fragment, text": _fragment(delta=b'"content":"t",'),
+    "fragment, true": _fragment(choice=b'{"index":true'),
     "text, spaced": b'{"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"content" :\t'
                     b'%(text)s}}], "obfuscation": %(padding)s}',
     "fragment, spaced": b'{"id": "chatcmpl-9", "choices": [{"index": 0, "delta": {"tool_calls":'
                         b' [{"index": %(call)s, "function": {"arguments" : %(text)s}}]}}]}',
-    "fragment, usage": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                       b'"index":%(call)s,"function":{"arguments":%(text)s}}]}}],"usage":{'
-                       b'"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}',
-    "fragment, no index": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{'
-                          b'"function":{"arguments":%(text)s}}]}}]}',
-    "call": b'{' + ENVELOPE + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":%(call)s,'
-            b'"id":"call_a","type":"function","function":{"name":%(name)s,"arguments":""}}]}}]}',
+    "fragment, usage": _fragment(chunk=b',"usage":{"prompt_tokens":1,"completion_tokens":2,'
+                                       b'"total_tokens":3}'),
+    "fragment, no index": _fragment(FUNCTION),
+    "call": _fragment(CALL + b'"id":"call_a","type":"function","function":{"name":%(name)s,'
+                      b'"arguments":""}'),
 }
 WORDS = st.text(max_size=8).filter(lambda text: not any(0xD800 <= ord(c) <= 0xDFFF for c in text))
 RAW_STRINGS = [

@@ -27,8 +27,9 @@ from calltap.dialects.common import position_of
 from calltap.sse import Blocks, Event, Window
 from calltap.transcript import Transcript
 
-TERMINAL_BYTES = b"[DONE]"
-"""The payload that ends a stream."""
+TERMINAL = "[DONE]"
+"""The payload that ends a stream (the whole payload: inside content or arguments it is text)."""
+TERMINAL_BYTES = TERMINAL.encode()
 
 TEMPLATE_TRIES = 16
 """Templates a body may make: one whose chunks differ in more than their strings (a clock in

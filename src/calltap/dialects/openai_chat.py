@@ -50,7 +50,7 @@ import orjson
 
 from calltap.codes import Code
 from calltap.dialects.base import Framing
-from calltap.dialects.chat_blocks import BlockReader
+from calltap.dialects.chat_blocks import TERMINAL, BlockReader
 from calltap.dialects.chat_deltas import DeltaShape
 from calltap.dialects.common import (
     OPENAI_FINISH_REASONS,
@@ -72,8 +72,6 @@ from calltap.transcript import Choice, Finding, Position, Transcript
 NAME = "openai.chat"
 PATHS = ("/chat/completions",)
 FRAMING: Framing = "sse"
-TERMINAL = "[DONE]"
-TERMINAL_BYTES = TERMINAL.encode()
 UNREADABLE = object()
 """A payload that is not JSON at all (already recorded as JSON_INVALID)."""
 
