@@ -97,6 +97,11 @@ class Config:
     ones are streamed through and pair only by header or traceparent."""
     disk_quota_bytes: int = 10 * 1024 * 1024 * 1024
     """Recordings tree size past which calltap relays without recording (0 means no quota)."""
+    max_loop_lag: float = 0.1
+    """Seconds the event loop may run late on its timers, every probe for a second, before
+    calltap relays new requests unrecorded (`recording.paused`, reason `overload`) until the lag has
+    stayed under half of it for 2 s: recording never queues the traffic it watches. 0 leaves
+    the lag out (the disk thread's backlog still sheds recording past a quarter of its bound)."""
     upstream_connections: int = 512
     """Connection pool size per upstream."""
     compare_workers: int = 2
@@ -139,7 +144,7 @@ class Config:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("max_capture_bytes", "max_fingerprint_body", "disk_quota_bytes",
-                     "max_request_body"):
+                     "max_request_body", "max_loop_lag"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         for name in ("max_pending_pairs", "upstream_connections", "compare_workers",

@@ -83,7 +83,8 @@ class Calltap:
         self.comparisons = Comparisons(config, self.hooks, self.recording.recorder)
         self.pairs = Pairs(config, self.hooks)
         self.metrics = Metrics(lambda: self.pairs.pending, tuple(config.compared_paths),
-                               lambda: len(self.comparisons.backlog))
+                               lambda: len(self.comparisons.backlog),
+                               lambda: self.recording.governor.lag)
         self.keeping = Keeping(config, self.recording.recorder, self.metrics.registry)
         self.addons += [self.metrics, DivergenceLog(self.log), self.recording,
                         self.comparisons, self.pairs, self.keeping]

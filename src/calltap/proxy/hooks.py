@@ -31,6 +31,8 @@ from calltap.proxy.relay import Leg
 from calltap.transcript import Finding
 
 Mode = Literal["compare", "check", "record"]
+PauseReason = Literal["quota", "overload"]
+PAUSE_REASONS: tuple[PauseReason, ...] = ("quota", "overload")
 
 
 @dataclass(eq=False, slots=True)
@@ -141,12 +143,32 @@ class CaptureFailed(Event):
 
 @dataclass(slots=True)
 class RecordingPaused(Event):
-    """The disk quota stopped recording (`paused`), or a rescan found room again."""
+    """Recording stopped (`paused`) or resumed: `reason` `quota` when the disk quota stopped it
+    (a rescan found room again), `overload` when the loop's lag or the disk thread's backlog did
+    (`overload.py`)."""
 
     hook: ClassVar[str] = "recording_paused"
     paused: bool
     used_bytes: int
     quota_bytes: int
+    reason: PauseReason = "quota"
+    lag: float | None = None
+    """The loop's lag (seconds) that started an overload pause."""
+    disk_backlog: int | None = None
+    """The disk thread's backlog (bytes) that started an overload pause, or then."""
+    unrecorded: int | None = None
+    """Legs relayed unrecorded during the overload pause that ended."""
+    paused_for: float | None = None
+    """Seconds the overload pause that ended lasted."""
+
+
+@dataclass(slots=True)
+class LegUnrecorded(Event):
+    """A leg calltap would have recorded was relayed unrecorded: recording was paused."""
+
+    hook: ClassVar[str] = "leg_unrecorded"
+    leg: Leg
+    reason: PauseReason
 
 
 @dataclass(slots=True)

@@ -11,10 +11,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from calltap.proxy.backlog import REASONS
 from calltap.proxy.hooks import (
+    PAUSE_REASONS,
     Addon,
     CaptureFailed,
     LegEnded,
     LegStarted,
+    LegUnrecorded,
     PairCompared,
     PairsEvicted,
     Recording,
@@ -34,7 +36,8 @@ class Metrics(Addon):
 
     def __init__(self, pending_pairs: Callable[[], float],
                  compared_paths: tuple[str, ...] = (),
-                 compare_backlog: Callable[[], float] = lambda: 0) -> None:
+                 compare_backlog: Callable[[], float] = lambda: 0,
+                 loop_lag: Callable[[], float] = lambda: 0.0) -> None:
         self.compared_paths = compared_paths
         """The routes divergences are counted by: a compared path, never the raw request path
         (Gemini's and Bedrock's carry model ids), so the label's values are this list's."""
@@ -87,6 +90,22 @@ class Metrics(Addon):
         self.paused_gauge = Gauge(
             "calltap_recording_paused", "1 while the disk quota stops recording",
             registry=self.registry)
+        self.shed_gauge = Gauge(
+            "calltap_recording_shed",
+            "1 while new requests are relayed unrecorded because the loop lags or the disk"
+            " thread falls behind", registry=self.registry)
+        self.unrecorded = Counter(
+            "calltap_unrecorded_legs",
+            "Legs relayed without being recorded while recording was paused, by leg and reason"
+            " (quota, overload)", ["leg", "reason"], registry=self.registry)
+        for reason in PAUSE_REASONS:
+            for side in ("downstream", "upstream"):
+                self.unrecorded.labels(side, reason)
+        self.loop_lag = Gauge(
+            "calltap_loop_lag_seconds",
+            "How late the event loop ran its timers: the worst of the last second's probes",
+            registry=self.registry)
+        self.loop_lag.set_function(loop_lag)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -131,7 +150,11 @@ class Metrics(Addon):
         self.capture_failures.inc()
 
     def recording_paused(self, event: RecordingPaused) -> None:
-        self.paused_gauge.set(1 if event.paused else 0)
+        gauge = self.paused_gauge if event.reason == "quota" else self.shed_gauge
+        gauge.set(1 if event.paused else 0)
+
+    def leg_unrecorded(self, event: LegUnrecorded) -> None:
+        self.unrecorded.labels(event.leg.side, event.reason).inc()
 
     def pairs_evicted(self, event: PairsEvicted) -> None:
         self.evicted.inc(len(event.keys))

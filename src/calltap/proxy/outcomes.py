@@ -136,12 +136,24 @@ class DivergenceLog(Addon):
                          code=event.code, error=event.error)
 
     def recording_paused(self, event: RecordingPaused) -> None:
-        if event.paused:
-            self.log.warning("recording.paused", used_bytes=event.used_bytes,
-                             quota_bytes=event.quota_bytes)
+        if event.reason == "overload":
+            self._overload(event)
+        elif event.paused:
+            self.log.warning("recording.paused", reason=event.reason,
+                             used_bytes=event.used_bytes, quota_bytes=event.quota_bytes)
         else:
-            self.log.info("recording.resumed", used_bytes=event.used_bytes,
-                          quota_bytes=event.quota_bytes)
+            self.log.info("recording.resumed", reason=event.reason,
+                          used_bytes=event.used_bytes, quota_bytes=event.quota_bytes)
+
+    def _overload(self, event: RecordingPaused) -> None:
+        lag = round(event.lag or 0.0, 4)
+        if event.paused:
+            self.log.warning("recording.paused", reason=event.reason, loop_lag=lag,
+                             disk_backlog_bytes=event.disk_backlog)
+        else:
+            self.log.info("recording.resumed", reason=event.reason, loop_lag=lag,
+                          disk_backlog_bytes=event.disk_backlog, unrecorded=event.unrecorded,
+                          paused_for=round(event.paused_for or 0.0, 3))
 
     def pairs_evicted(self, event: PairsEvicted) -> None:
         self.log.warning("pairs.evicted", count=len(event.keys), max_pending=event.max_pending,

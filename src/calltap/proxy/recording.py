@@ -7,7 +7,9 @@ gives the request body its sink; at `ResponseStarted` it opens the response body
 `LegEnded` it closes both, which for a small exchange writes both files in one disk call. A back
 attempt the pairing addon matched is recorded into its front leg's capture.
 The quota is kept here: over it, recording pauses (the traffic goes on) until a rescan every
-`QUOTA_RESCAN_INTERVAL` seconds finds room.
+`QUOTA_RESCAN_INTERVAL` seconds finds room. So is the overload policy (`overload.py`): while the
+loop runs late or the disk thread falls behind, new legs are relayed unrecorded. Each leg not
+recorded for either reason raises `LegUnrecorded`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from calltap.proxy.hooks import (
     Hooks,
     LegEnded,
     LegStarted,
+    LegUnrecorded,
+    PauseReason,
     Recording,
     RecordingPaused,
     ResponseStarted,
 )
 from calltap.proxy.lifecycle import Kind
+from calltap.proxy.overload import Governor, Sample, lag_probe
 from calltap.proxy.relay import Leg
 
 QUOTA_RESCAN_INTERVAL = 30.0
@@ -50,6 +55,7 @@ class RecordingAddon(Addon):
         self.recorder = Recorder(config.recordings, max_capture_bytes=config.max_capture_bytes,
                                  quota_bytes=config.disk_quota_bytes,
                                  on_failure=self._failed, opener=opener)
+        self.governor = Governor(config.max_loop_lag, self.recorder.disk.max_backlog)
         self._last_rescan = 0.0
 
     @contextlib.asynccontextmanager
@@ -64,15 +70,19 @@ class RecordingAddon(Addon):
         self.recorder.start(asyncio.get_running_loop())
         if leftovers:
             self.log.warning("recording.leftovers", count=len(leftovers), files=leftovers[:50])
+        probe = asyncio.create_task(lag_probe(self._probed))
         try:
             yield
         finally:
+            probe.cancel()
             await self.recorder.stop()
 
     def health(self) -> dict[str, Any]:
         recorder = self.recorder
         return {"recorder": {"recordings": str(self.config.recordings),
-                             "recording": not recorder.paused, "paused": recorder.paused,
+                             "recording": not (recorder.paused or self.governor.shedding),
+                             "paused": recorder.paused, "overloaded": self.governor.shedding,
+                             "loop_lag_s": round(self.governor.lag, 4),
                              "used_bytes": recorder.used_bytes,
                              "quota_bytes": recorder.quota_bytes,
                              "held_bytes": recorder.disk.held_bytes,
@@ -83,7 +93,11 @@ class RecordingAddon(Addon):
     async def leg_started(self, event: LegStarted) -> None:
         leg = event.leg
         if leg.recording is None:
-            if not (leg.compared or self.config.record_other) or not self._allowed():
+            if not (leg.compared or self.config.record_other):
+                return
+            reason = self._unrecorded(leg)
+            if reason is not None:
+                self.hooks.emit(LegUnrecorded(leg, reason))
                 return
             reserved = await self._reserve(leg.key, leg.minted, leg.started)
             if reserved is None:
@@ -131,20 +145,46 @@ class RecordingAddon(Addon):
             return "other"
         return "pair" if leg.side == "downstream" and self.paired else "single"
 
-    def _allowed(self) -> bool:
+    def _unrecorded(self, leg: Leg) -> PauseReason | None:
+        """Why a leg with no capture yet is not recorded, or None when it is. A back attempt
+        with no recorded front leg is not recorded while shedding nor for a pairing window
+        after it: its front leg was most likely shed."""
         recorder = self.recorder
         if recorder.paused:
-            return False
+            return "quota"
         if recorder.over_quota():
             recorder.paused = True
             self._last_rescan = time.monotonic()
             self._paused_event(True)
-            return False
-        return True
+            return "quota"
+        governor = self.governor
+        if governor.shedding or (
+                self.paired and leg.side == "upstream" and leg.compared
+                and governor.recently(asyncio.get_running_loop().time(),
+                                      self.config.pairing_window)):
+            governor.unrecorded += 1
+            return "overload"
+        return None
 
     def _paused_event(self, paused: bool) -> None:
         self.hooks.emit(RecordingPaused(paused, self.recorder.used_bytes,
                                         self.recorder.quota_bytes))
+
+    def _probed(self, now: float, lag: float) -> None:
+        """One lag probe: start or end an overload pause, and say so."""
+        governor = self.governor
+        backlog = self.recorder.disk.backlog
+        change = governor.observe(now, Sample(lag, backlog))
+        if change is None:
+            return
+        used, quota = self.recorder.used_bytes, self.recorder.quota_bytes
+        if change == "shed":
+            self.hooks.emit(RecordingPaused(True, used, quota, "overload", lag=lag,
+                                            disk_backlog=backlog))
+        else:
+            self.hooks.emit(RecordingPaused(
+                False, used, quota, "overload", lag=lag, disk_backlog=backlog,
+                unrecorded=governor.unrecorded, paused_for=now - (governor.shed_at or now)))
 
     async def _reserve(self, request_id: str, minted: bool,
                        started: float) -> tuple[str, Claim] | None:

@@ -1,0 +1,126 @@
+"""The overload policy (`Governor`), pure: recording is shed only once the loop has been late for
+a second or the disk thread's backlog passes a quarter of its bound, and resumes only after two
+calm seconds. Fed probes as the lag probe makes them, with made-up clocks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from calltap.proxy.overload import (
+    CALM_SECONDS,
+    LATE_SECONDS,
+    PROBE_INTERVAL,
+    Governor,
+    Sample,
+)
+
+MAX_LAG = 0.1
+BOUND = 64 * 1024 * 1024
+LATE = Sample(0.3, 0)
+CALM = Sample(0.0, 0)
+
+
+def feed(governor: Governor, samples: list[Sample], start: float = 0.0) -> list[tuple[float, str]]:
+    """Each sample at the time a probe taking it would fire (interval plus its lag); the
+    changes with their times."""
+    now, changes = start, []
+    for sample in samples:
+        now += PROBE_INTERVAL + sample.lag
+        change = governor.observe(now, sample)
+        if change is not None:
+            changes.append((round(now, 6), change))
+    return changes
+
+
+def test_a_loop_late_for_a_second_sheds_and_two_calm_seconds_resume() -> None:
+    governor = Governor(MAX_LAG, BOUND)
+    assert feed(governor, [LATE] * 3) == []
+    assert feed(governor, [LATE], start=3 * (PROBE_INTERVAL + LATE.lag)) == [(1.4, "shed")]
+    assert governor.shedding and governor.shed_at == 1.4
+    calm = round(CALM_SECONDS / PROBE_INTERVAL)
+    assert feed(governor, [CALM] * calm, start=1.4) == []
+    (resumed, change), = feed(governor, [CALM] * 2, start=1.4 + calm * PROBE_INTERVAL)
+    assert change == "resume" and 3.45 <= resumed <= 3.5
+    assert not governor.shedding and governor.resumed_at == pytest.approx(resumed)
+
+
+def test_one_long_stall_or_scattered_late_probes_never_shed() -> None:
+    """A collection, a huge pair.json, a burst of connections: late once, then on time."""
+    governor = Governor(MAX_LAG, BOUND)
+    assert feed(governor, [Sample(5.0, 0), CALM, Sample(2.0, 0)]) == []
+    assert feed(governor, [LATE, LATE, CALM] * 40) == []
+    assert governor.lag == LATE.lag
+
+
+def test_a_lag_at_the_limit_is_not_late_and_zero_leaves_the_lag_out() -> None:
+    assert feed(Governor(MAX_LAG, BOUND), [Sample(MAX_LAG, 0)] * 100) == []
+    assert feed(Governor(0.0, BOUND), [Sample(10.0, 0)] * 100) == []
+
+
+def test_the_disk_backlog_past_a_quarter_of_its_bound_sheds_at_once() -> None:
+    governor = Governor(0.0, BOUND)
+    assert feed(governor, [Sample(0.0, BOUND // 4)]) == []
+    assert feed(governor, [Sample(0.0, BOUND // 4 + 1)]) == [(0.05, "shed")]
+
+
+def test_shedding_holds_until_the_backlog_falls_to_a_sixteenth_and_the_lag_to_half() -> None:
+    governor = Governor(MAX_LAG, BOUND)
+    feed(governor, [Sample(0.0, BOUND)])
+    calm = round(CALM_SECONDS / PROBE_INTERVAL) + 1
+    assert feed(governor, [Sample(0.0, BOUND // 16 + 1)] * calm) == []
+    assert feed(governor, [Sample(MAX_LAG / 2 + 0.001, 0)] * calm) == []
+    assert feed(governor, [Sample(MAX_LAG / 2, BOUND // 16)] * calm)[-1][1] == "resume"
+
+
+def test_a_restless_probe_restarts_the_calm_seconds() -> None:
+    governor = Governor(MAX_LAG, BOUND)
+    feed(governor, [LATE] * 5)
+    half = round(CALM_SECONDS / PROBE_INTERVAL / 2)
+    assert feed(governor, [CALM] * half + [LATE] + [CALM] * (half + 1)) == []
+    assert governor.shedding
+
+
+def test_recently_covers_the_shedding_and_a_window_after_it() -> None:
+    governor = Governor(MAX_LAG, BOUND)
+    assert not governor.recently(0.0, 30.0)
+    feed(governor, [Sample(0.0, BOUND)])
+    assert governor.recently(1000.0, 30.0)
+    feed(governor, [CALM] * (round(CALM_SECONDS / PROBE_INTERVAL) + 1), start=0.05)
+    resumed = governor.resumed_at
+    assert resumed is not None and not governor.shedding
+    assert governor.recently(resumed + 29.9, 30.0)
+    assert not governor.recently(resumed + 30.0, 30.0)
+
+
+probes = st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, BOUND)), max_size=200)
+
+
+@given(probes)
+def test_every_change_is_earned(raw: list[tuple[float, int]]) -> None:
+    """For any probes: changes alternate, shed first; a shed comes on a probe whose backlog is
+    past a quarter of the bound or after a second of late probes only; a resume after calm
+    probes only, for at least the calm seconds."""
+    governor = Governor(MAX_LAG, BOUND)
+    now, history, last = 0.0, [], None
+    for lag, backlog in raw:
+        now += PROBE_INTERVAL + lag
+        sample = Sample(lag, backlog)
+        history.append((now, sample))
+        change = governor.observe(now, sample)
+        assert governor.shedding == (change == "shed" or (change is None and last == "shed"))
+        if change is None:
+            continue
+        assert change != last
+        last = change
+        if change == "shed":
+            late = [at for at, s in reversed(history) if s.lag > MAX_LAG]
+            run = next((i for i, (at, s) in enumerate(reversed(history)) if s.lag <= MAX_LAG),
+                       len(history))
+            assert backlog > BOUND // 4 or (
+                run >= 2 and now - late[run - 1] >= LATE_SECONDS)
+        else:
+            restless = max(i for i, (_, s) in enumerate(history)
+                           if s.lag > MAX_LAG / 2 or s.disk_backlog > BOUND // 16)
+            assert history[restless + 1][0] <= now - CALM_SECONDS
