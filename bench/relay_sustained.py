@@ -82,6 +82,10 @@ class Progress:
     skipped: dict[str, float] = field(default_factory=dict)
     backlog: float = 0.0
     failures: float = 0.0
+    unrecorded: float = 0.0
+    """Legs relayed unrecorded because recording was paused (any reason)."""
+    lag: float = 0.0
+    """The loop's worst lag over the last second (seconds)."""
 
     @property
     def finalized(self) -> float:
@@ -89,7 +93,7 @@ class Progress:
 
 
 def progress_of(metrics: str) -> Progress:
-    compared, failures, backlog = 0.0, 0.0, 0.0
+    compared, failures, backlog, unrecorded, lag = 0.0, 0.0, 0.0, 0.0, 0.0
     skipped: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics):
         for sample in family.samples:
@@ -101,7 +105,11 @@ def progress_of(metrics: str) -> Progress:
                 backlog = sample.value
             elif sample.name == "calltap_capture_failures_total":
                 failures = sample.value
-    return Progress(compared, skipped, backlog, failures)
+            elif sample.name == "calltap_unrecorded_legs_total":
+                unrecorded += sample.value
+            elif sample.name == "calltap_loop_lag_seconds":
+                lag = sample.value
+    return Progress(compared, skipped, backlog, failures, unrecorded, lag)
 
 
 class Admin:
@@ -177,7 +185,8 @@ def row(label: str, *cells: str) -> None:
 
 
 def header() -> None:
-    row("elapsed s", "offered/s", "relayed/s", "backlog", "compared", "skipped", "calltap")
+    row("elapsed s", "offered/s", "relayed/s", "backlog", "compared", "skipped", "unrecorded",
+        "lag ms", "calltap")
 
 
 async def watched(place: Topology, admin: Admin, client: LoadClient, rate: float,
@@ -198,7 +207,9 @@ async def watched(place: Topology, admin: Admin, client: LoadClient, rate: float
             row(f"{now - clock:.0f}", f"{(load.started - last[1]) / span:.1f}",
                 f"{(load.outcome.requests - last[2]) / span:.1f}", f"{progress.backlog:.0f}",
                 f"{progress.compared - since.compared:.0f}",
-                f"{sum(progress.skipped.values()) - sum(since.skipped.values()):.0f}", label)
+                f"{sum(progress.skipped.values()) - sum(since.skipped.values()):.0f}",
+                f"{progress.unrecorded - since.unrecorded:.0f}", f"{progress.lag * 1000:.0f}",
+                label)
             last = (now, load.started, load.outcome.requests)
     await task
     result.outcome = load.outcome
@@ -353,25 +364,27 @@ def skipped_pairs(tree: Path) -> Iterator[tuple[Path, str]]:
             yield pair_json.parent, document["skipped"]["reason"]
 
 
-def logged(server: Server) -> tuple[int, Counter[str]]:
-    """From calltap's log: its `pair.skipped` lines, and its `capture.failed` lines by stage
-    and error."""
-    skipped, failed = 0, Counter[str]()
+def logged(server: Server) -> tuple[int, Counter[str], int]:
+    """From calltap's log: its `pair.skipped` lines, its `capture.failed` lines by stage and
+    error, and its `recording.paused` lines for overload."""
+    skipped, failed, paused = 0, Counter[str](), 0
     for line in server.stdout.read_bytes().splitlines():
-        if b'"pair.skipped"' in line or b'"capture.failed"' in line:
+        if b'"pair.skipped"' in line or b'"capture.failed"' in line or b'"overload"' in line:
             entry = orjson.loads(line)
             if entry.get("event") == "pair.skipped":
                 skipped += 1
             elif entry.get("event") == "capture.failed":
                 failed[f"{entry.get('stage')} {entry.get('error')} {entry.get('errno')}"] += 1
-    return skipped, failed
+            elif entry.get("event") == "recording.paused":
+                paused += 1
+    return skipped, failed, paused
 
 
 async def shed(admin: Admin, server: Server, tree: Path, workdir: Path) -> bool:
     """Every skipped pair counted, logged once and in pair.json; `calltap scan` compares them."""
     progress = await admin.drained()
     counted = sum(progress.skipped.values())
-    lines, failed = logged(server)
+    lines, failed, paused = logged(server)
     found = list(skipped_pairs(tree))
     reasons = {reason: sum(1 for _, r in found if r == reason) for reason in progress.skipped}
     console.print(f"skipped: {counted:.0f} by calltap_pairs_skipped_total"
@@ -379,6 +392,9 @@ async def shed(admin: Admin, server: Server, tree: Path, workdir: Path) -> bool:
                   f" {lines} pair.skipped log lines, {len(found)} pair.json with `skipped`"
                   f" ({', '.join(f'{r} {n}' for r, n in reasons.items())}); compared live"
                   f" {progress.compared:.0f}, capture failures {progress.failures:.0f}")
+    console.print(f"recording shed: {progress.unrecorded:.0f} legs relayed unrecorded"
+                  f" (calltap_unrecorded_legs_total) in {paused} overload pauses"
+                  f" (recording.paused lines)")
     if failed:
         console.print("capture.failed by stage, error and errno: "
                       + ", ".join(f"{what}: {count}" for what, count in failed.most_common()))
