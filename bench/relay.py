@@ -13,8 +13,9 @@ calltap's comparator reads and compares both), and in between one of three topol
 
 Phase 1, unpaced provider: req/s at concurrency 1 and 32 and time to first byte, every body's
 sha256 checked against the provider's deterministic bytes; CPU per request of every process.
-Phase 2, provider pacing events 5 ms apart with a `: t=<ns>` comment before each, streams
-staggered: the latency each event gains on its way (arrival minus timestamp), and the CPU per
+Phase 2, provider pacing events 5 ms apart with its send time in each chunk's `obfuscation`
+field (so the bodies stay plain `data:` blocks, as OpenAI's streams with that field are), streams
+staggered: the latency each event gains on its way (arrival minus send time), and the CPU per
 relayed event per leg of the pass-through and of calltap, from /proc, over the measured load.
 calltap's CPU is read once it has compared every pair, and counts its whole process tree.
 In each phase all topologies are up at once and measured in turns, block by block, so that the

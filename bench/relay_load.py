@@ -2,10 +2,11 @@
 
 The fake provider's bytes are a function of the request body, so the expected sha256 of each
 answer is computed here from the same code, before any request is sent. Requests cycle through
-a few distinct bodies (distinct ids in every chunk). With a timestamping provider each event
-comes after a `: t=<time.time_ns()>` comment line: the client notes the arrival time of every
-such line (when the chunk that completes it is read), and strips the comments before hashing,
-since only they vary between runs.
+a few distinct bodies (distinct ids in every chunk). A timestamping provider ends each chunk's
+JSON object with `,"obfuscation":"t<time.time_ns() in 16 hex digits>"` (`data: [DONE]`, which
+has no object, goes unstamped and unmeasured): the client notes the arrival time of every stamped
+event (when the chunk that completes its line is read, so the whole event is in), and strips the
+stamps before hashing, since only they vary between runs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from relay_passthrough import relabelled
 
 DISTINCT_BODIES = 16
 REQUEST_TIMEOUT = 120.0
-STAMP = re.compile(rb"^: t=(\d+)\n", re.MULTILINE)
+STAMP = re.compile(rb',"obfuscation":"t([0-9a-f]{16})"')
+"""The provider's send time in a chunk (`calltap.fakes.provider.STAMP`), which stripping takes
+out whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,7 @@ class LoadClient:
                     first = time.perf_counter() - started
                 received += chunk
                 complete = received.rfind(b"\n") + 1
-                stamps.extend(arrived - int(match[1])
+                stamps.extend(arrived - int(match[1], 16)
                               for match in STAMP.finditer(received, scanned, complete))
                 scanned = max(scanned, complete)
             stripped = STAMP.sub(b"", received)

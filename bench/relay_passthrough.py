@@ -36,18 +36,29 @@ def relabelled(body: bytes) -> bytes:
     return body.replace(*RELABEL)
 
 
+def partial_match(data: bytes) -> int:
+    """The length of the longest end of `data` that begins `RELABEL`'s pattern without being all
+    of it: an occurrence the next chunk could complete."""
+    pattern = RELABEL[0]
+    for size in range(min(len(pattern) - 1, len(data)), 0, -1):
+        if data.endswith(pattern[:size]):
+            return size
+    return 0
+
+
 class Relabeller:
-    """Rewrites `RELABEL` in a stream cut anywhere: a chunk's last few bytes, which could start
-    an occurrence the next chunk ends, wait for that next chunk."""
+    """Rewrites `RELABEL` in a stream cut anywhere: a chunk's last bytes, when they could start
+    an occurrence the next chunk ends, wait for that next chunk. Only those wait, so an event's
+    end (and the paced provider's send time there) goes on at once, as a real gateway's would."""
 
     def __init__(self) -> None:
         self._held = b""
 
     def feed(self, chunk: bytes) -> bytes:
         data = relabelled(self._held + chunk)
-        keep = len(RELABEL[0]) - 1
-        self._held = data[-keep:]
-        return data[:-keep]
+        keep = len(data) - partial_match(data)
+        self._held = data[keep:]
+        return data[:keep]
 
     def close(self) -> bytes:
         held, self._held = self._held, b""

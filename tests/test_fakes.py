@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,9 +30,11 @@ from calltap.fakes.provider import (
     sample_arguments,
     stream_events,
 )
-from calltap.sse import parse
+from calltap.sse import Blocks, parse
 from calltap.transcript import Capture
 
+STAMP = re.compile(rb',"obfuscation":"t([0-9a-f]{16})"(?=}\n\n)')
+"""A timestamping provider's send time, the last field of a chunk's JSON object."""
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 """A W3C trace context header a client sends; a faithful gateway forwards it."""
 
@@ -181,15 +185,19 @@ async def test_provider_sends_as_many_text_events_as_configured(client):
     assert len(transcribe(Capture(body, CHAT_PATH)).choices[0].text.split()) == 200
 
 
-async def test_provider_timestamps_each_event_in_a_comment(client):
+async def test_provider_stamps_the_send_time_last_in_each_chunk_and_keeps_plain_blocks(client):
+    before = time.time_ns()
     async with FakeProvider(timestamps=True) as stamped, FakeProvider() as plain:
         _, body = await post(client, stamped.url, TOOLS_REQUEST)
         _, reference = await post(client, plain.url, TOOLS_REQUEST)
-    blocks = body.split(b"\n\n")[:-1]
-    assert all(block.startswith(b": t=") for block in blocks)
-    stamps = [int(block.split(b"\n", 1)[0][4:]) for block in blocks]
-    assert stamps == sorted(stamps)
-    assert [e.data for e in parse(body)[0]] == [e.data for e in parse(reference)[0]]
+    assert Blocks.of(body) is not None
+    chunks = payloads(body)
+    assert chunks.pop() == "[DONE]"
+    assert all(list(chunk)[-1] == "obfuscation" for chunk in chunks)
+    sent = [int(stamp, 16) for stamp in STAMP.findall(body)]
+    assert len(sent) == len(chunks)
+    assert before <= sent[0] and sent == sorted(sent) and sent[-1] <= time.time_ns()
+    assert STAMP.sub(b"", body) == reference
 
 
 async def test_provider_lists_models_counts_requests_and_rejects_bad_json(provider, client):

@@ -30,9 +30,10 @@ arguments built from the tool's schema, else a text answer; the same question as
 gets the same calls with the same arguments, so a faithful translating gateway compares `equal`.
 
 The bytes are a function of the request body and the options alone: ids derive from the body's
-sha256, `created` is fixed. Only the optional timestamp comments (`: t=<time.time_ns()>` before
-each event, for latency benchmarks) vary. Every answer's bytes are kept in `exchanges`, so a test
-can check that a client received exactly what the provider sent.
+sha256, `created` is fixed. Only the optional timestamps (for latency benchmarks: the send time
+in an `obfuscation` field at the end of each SSE event's JSON object, see `stamped`) vary. Every
+answer's bytes are kept in `exchanges`, so a test can check that a client received exactly what
+the provider sent.
 """
 
 from __future__ import annotations
@@ -116,6 +117,10 @@ SSE_TYPE = "text/event-stream; charset=utf-8"
 MODELS_PATH = "/v1/models"
 SYSTEM_FINGERPRINT = "fp_c0ffee0a11"
 DONE = b"data: [DONE]\n\n"
+STAMP = b',"obfuscation":"t%016x"}'
+"""The send time as the last field of an event's JSON object: `time.time_ns()` in 16 lowercase
+hex digits (fixed length, and never the 19 decimal digits in a row that make the comparator look
+for an integer orjson reads as a float)."""
 
 WEATHER_TOOL = {
     "type": "function",
@@ -193,6 +198,16 @@ def stream_events(reply: Answer, *, include_usage: bool) -> list[bytes]:
     if include_usage:
         chunks.append({**envelope, "choices": [], "usage": reply.usage})
     return [b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks] + [DONE]
+
+
+def stamped(event: bytes, ns: int) -> bytes:
+    """`event` with the send time `ns` in a last `obfuscation` field of its JSON object, where
+    OpenAI puts the random padding of every chunk: the body stays plain `data:` blocks, as real
+    streams are. The event's other bytes are kept as they are; an event that does not end in an
+    object (`data: [DONE]`) is left unstamped."""
+    if not event.endswith(b"}\n\n"):
+        return event
+    return event[:-3] + STAMP % ns + b"\n\n"
 
 
 def json_body(reply: Answer) -> bytes:
@@ -364,10 +379,10 @@ class FakeProvider(LoopbackServer):
     """The fake provider as a real aiohttp server on loopback.
 
     `events_delay` paces the stream (seconds between events); `text_events` is the number of text
-    chunks of a plain answer; `timestamps` puts `: t=<time.time_ns()>` before each SSE event. The
-    latest `keep` exchanges are kept with their bytes, so a long benchmark stays bounded.
-    `follow_const=False` makes a provider that answers wrongly: it ignores the `const` values of a
-    tool schema (see `calltap.fakes.model`).
+    chunks of a plain answer; `timestamps` puts the send time in each SSE event's JSON object (see
+    `stamped`). The latest `keep` exchanges are kept with their bytes, so a long benchmark stays
+    bounded. `follow_const=False` makes a provider that answers wrongly: it ignores the `const`
+    values of a tool schema (see `calltap.fakes.model`).
     """
 
     def __init__(
@@ -469,7 +484,7 @@ class FakeProvider(LoopbackServer):
                 if number and delay:
                     await asyncio.sleep(delay)
                 if timestamps:
-                    event = b": t=%d\n" % time.time_ns() + event
+                    event = stamped(event, time.time_ns())
                 await response.write(event)
                 exchange.response_body += event
             if not await self._end(request, response):
