@@ -98,9 +98,9 @@ class Config:
     disk_quota_bytes: int = 10 * 1024 * 1024 * 1024
     """Recordings tree size past which calltap relays without recording (0 means no quota)."""
     max_loop_lag: float = 0.1
-    """Seconds the event loop may run late on its timers, every probe for a second, before
-    calltap relays new requests unrecorded (`recording.paused`, reason `overload`) until the lag has
-    stayed under half of it for 2 s: recording never queues the traffic it watches. 0 leaves
+    """Seconds the event loop may run late on its timers, at six of eight probes, before
+    calltap relays new requests unrecorded (`recording.paused`, reason `overload`) until the lag
+    has stayed under half of it for 2 s: recording never queues the traffic it watches. 0 leaves
     the lag out (the disk thread's backlog still sheds recording past a quarter of its bound)."""
     upstream_connections: int = 512
     """Connection pool size per upstream."""

@@ -1,6 +1,6 @@
-"""The overload policy (`Governor`), pure: recording is shed only once the loop has been late for
-a second or the disk thread's backlog passes a quarter of its bound, and resumes only after two
-calm seconds. Fed probes as the lag probe makes them, with made-up clocks."""
+"""The overload policy (`Governor`), pure: recording is shed only once six of the loop's last eight
+probes were late or the disk thread's backlog passes a quarter of its bound, and resumes only after
+two calm seconds. Fed probes as the lag probe makes them, with made-up clocks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from calltap.proxy.overload import (
     CALM_SECONDS,
-    LATE_SECONDS,
+    LATE_NEEDED,
+    LATE_WINDOW,
     PROBE_INTERVAL,
     Governor,
     Sample,
@@ -34,15 +35,15 @@ def feed(governor: Governor, samples: list[Sample], start: float = 0.0) -> list[
     return changes
 
 
-def test_a_loop_late_for_a_second_sheds_and_two_calm_seconds_resume() -> None:
+def test_six_late_probes_of_eight_shed_and_two_calm_seconds_resume() -> None:
     governor = Governor(MAX_LAG, BOUND)
-    assert feed(governor, [LATE] * 3) == []
-    assert feed(governor, [LATE], start=3 * (PROBE_INTERVAL + LATE.lag)) == [(1.4, "shed")]
-    assert governor.shedding and governor.shed_at == 1.4
+    assert feed(governor, [LATE, CALM, LATE, LATE, CALM, LATE, LATE]) == []
+    assert feed(governor, [LATE], start=2.0) == [(2.35, "shed")]
+    assert governor.shedding and governor.shed_at == 2.35
     calm = round(CALM_SECONDS / PROBE_INTERVAL)
-    assert feed(governor, [CALM] * calm, start=1.4) == []
-    (resumed, change), = feed(governor, [CALM] * 2, start=1.4 + calm * PROBE_INTERVAL)
-    assert change == "resume" and 3.45 <= resumed <= 3.5
+    assert feed(governor, [CALM] * calm, start=2.35) == []
+    (resumed, change), = feed(governor, [CALM] * 2, start=2.35 + calm * PROBE_INTERVAL)
+    assert change == "resume" and 4.4 <= resumed <= 4.45
     assert not governor.shedding and governor.resumed_at == pytest.approx(resumed)
 
 
@@ -50,7 +51,8 @@ def test_one_long_stall_or_scattered_late_probes_never_shed() -> None:
     """A collection, a huge pair.json, a burst of connections: late once, then on time."""
     governor = Governor(MAX_LAG, BOUND)
     assert feed(governor, [Sample(5.0, 0), CALM, Sample(2.0, 0)]) == []
-    assert feed(governor, [LATE, LATE, CALM] * 40) == []
+    assert feed(governor, [LATE, CALM] * 40) == []
+    assert feed(Governor(MAX_LAG, BOUND), ([LATE] * 5 + [CALM] * 3) * 20) == []
     assert governor.lag == LATE.lag
 
 
@@ -76,7 +78,8 @@ def test_shedding_holds_until_the_backlog_falls_to_a_sixteenth_and_the_lag_to_ha
 
 def test_a_restless_probe_restarts_the_calm_seconds() -> None:
     governor = Governor(MAX_LAG, BOUND)
-    feed(governor, [LATE] * 5)
+    feed(governor, [LATE] * LATE_NEEDED)
+    assert governor.shedding
     half = round(CALM_SECONDS / PROBE_INTERVAL / 2)
     assert feed(governor, [CALM] * half + [LATE] + [CALM] * (half + 1)) == []
     assert governor.shedding
@@ -100,7 +103,7 @@ probes = st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, BOUND)), max_siz
 @given(probes)
 def test_every_change_is_earned(raw: list[tuple[float, int]]) -> None:
     """For any probes: changes alternate, shed first; a shed comes on a probe whose backlog is
-    past a quarter of the bound or after a second of late probes only; a resume after calm
+    past a quarter of the bound or that makes six late of the last eight; a resume after calm
     probes only, for at least the calm seconds."""
     governor = Governor(MAX_LAG, BOUND)
     now, history, last = 0.0, [], None
@@ -115,11 +118,9 @@ def test_every_change_is_earned(raw: list[tuple[float, int]]) -> None:
         assert change != last
         last = change
         if change == "shed":
-            late = [at for at, s in reversed(history) if s.lag > MAX_LAG]
-            run = next((i for i, (at, s) in enumerate(reversed(history)) if s.lag <= MAX_LAG),
-                       len(history))
+            window = [s for _, s in history[-LATE_WINDOW:]]
             assert backlog > BOUND // 4 or (
-                run >= 2 and now - late[run - 1] >= LATE_SECONDS)
+                sum(s.lag > MAX_LAG for s in window) >= LATE_NEEDED and lag > MAX_LAG)
         else:
             restless = max(i for i, (_, s) in enumerate(history)
                            if s.lag > MAX_LAG / 2 or s.disk_backlog > BOUND // 16)

@@ -3,7 +3,7 @@
 Recording a pair costs the event loop and the disk thread about a millisecond of CPU. Past the
 load the machine can both relay and record, that cost queues every stream behind it: requests
 wait, time out, and the disk thread, starved, drops the bodies it was handed. So while the loop
-runs late on its timers (past `max_loop_lag` at every probe for `LATE_SECONDS`) or the disk
+runs late on its timers (past `max_loop_lag` at most of the last `LATE_WINDOW` probes) or the disk
 thread's backlog grows past a share of its bound, new requests are relayed without being
 recorded, and recording resumes once both have stayed low for `CALM_SECONDS`. Legs already
 recording go on; a back attempt whose front leg is recorded is recorded with it.
@@ -22,17 +22,17 @@ from typing import Literal
 
 PROBE_INTERVAL = 0.05
 """Seconds between two lag probes: a probe is one timer, so 20 a second cost nothing."""
-LATE_SECONDS = 1.0
-"""How long every probe must be late before shedding starts: one late probe is a pause (a
-collection, a large pair.json, a burst of connections), a second of them is a loop that cannot
-keep up."""
+LATE_WINDOW, LATE_NEEDED = 8, 6
+"""Shedding starts when this many of the last probes were late: one late probe is a pause (a
+collection, a large pair.json, a burst of connections); six of eight, at least 0.9 s of lateness,
+is a loop that cannot keep up, even when an overloaded loop now and then fires a timer on time."""
 CALM_SECONDS = 2.0
 """How long the lag and the backlog must stay low before recording resumes."""
 DISK_SHARE, DISK_CALM_SHARE = 0.25, 0.0625
 """The disk thread's backlog, as a share of its bound, past which recording is shed, and under
 which it counts as calm: shedding starts well before the bound drops recorded bodies."""
 RECENT_PROBES = round(1.0 / PROBE_INTERVAL)
-"""The probes the lag gauge reports the worst of: the last second's."""
+"""The probes the lag gauge reports the worst of: the last second's when they are on time."""
 
 Change = Literal["shed", "resume"]
 
@@ -61,25 +61,20 @@ class Governor:
         self.unrecorded = 0
         """Legs relayed unrecorded since shedding began (counted by the recording addon)."""
         self.recent: deque[float] = deque(maxlen=RECENT_PROBES)
-        self._late_since: float | None = None
+        self._late: deque[bool] = deque(maxlen=LATE_WINDOW)
         self._calm_since: float | None = None
 
     @property
     def lag(self) -> float:
-        """The worst lag of the last second's probes."""
+        """The worst lag of the last `RECENT_PROBES` probes."""
         return max(self.recent, default=0.0)
 
     def observe(self, now: float, sample: Sample) -> Change | None:
         """Take one probe at `now` (seconds, any monotonic clock); the change it makes."""
         self.recent.append(sample.lag)
-        if self.max_lag and sample.lag > self.max_lag:
-            if self._late_since is None:
-                self._late_since = now
-        else:
-            self._late_since = None
+        self._late.append(bool(self.max_lag) and sample.lag > self.max_lag)
         if not self.shedding:
-            late = self._late_since is not None and now - self._late_since >= LATE_SECONDS
-            if late or sample.disk_backlog > self.disk_high:
+            if sum(self._late) >= LATE_NEEDED or sample.disk_backlog > self.disk_high:
                 self.shedding, self.shed_at = True, now
                 self.unrecorded = 0
                 self._calm_since = None
