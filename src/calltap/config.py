@@ -97,7 +97,7 @@ class Config:
     ones are streamed through and pair only by header or traceparent."""
     disk_quota_bytes: int = 10 * 1024 * 1024 * 1024
     """Recordings tree size past which calltap relays without recording (0 means no quota)."""
-    max_loop_lag: float = 0.1
+    max_loop_lag: float = 0.05
     """Seconds the event loop may run late on its timers, at six of eight probes, before
     calltap relays new requests unrecorded (`recording.paused`, reason `overload`) until the lag
     has stayed under half of it for 2 s: recording never queues the traffic it watches. 0 leaves

@@ -131,7 +131,11 @@ def test_the_comparison_backlog_bounds_come_from_the_environment_and_are_checked
     assert (config.compare_deadline, config.max_compare_backlog) == (2.5, 7)
     default = load_config(None, {"provider": "http://x"}, {})
     assert (default.compare_deadline, default.max_compare_backlog) == (60.0, 1000)
+    assert default.max_loop_lag == 0.05
+    assert load_config(None, {"provider": "http://x"},
+                       {"CALLTAP_MAX_LOOP_LAG": "0"}).max_loop_lag == 0.0
     for setting, value, message in (("compare_deadline", "0", "must be positive"),
-                                    ("max_compare_backlog", "0", "must be at least 1")):
+                                    ("max_compare_backlog", "0", "must be at least 1"),
+                                    ("max_loop_lag", "-0.1", "must not be negative")):
         with pytest.raises(ConfigError, match=f"{setting} {message}"):
             load_config(None, {"provider": "http://x", setting: value}, {})
