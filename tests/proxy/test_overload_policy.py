@@ -4,6 +4,10 @@ two calm seconds. Fed probes as the lag probe makes them, with made-up clocks.""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +19,7 @@ from calltap.proxy.overload import (
     PROBE_INTERVAL,
     Governor,
     Sample,
+    lag_probe,
 )
 
 MAX_LAG = 0.1
@@ -125,3 +130,36 @@ def test_every_change_is_earned(raw: list[tuple[float, int]]) -> None:
             restless = max(i for i, (_, s) in enumerate(history)
                            if s.lag > MAX_LAG / 2 or s.disk_backlog > BOUND // 16)
             assert history[restless + 1][0] <= now - CALM_SECONDS
+
+
+def test_each_shedding_counts_its_own_unrecorded_legs() -> None:
+    governor = Governor(MAX_LAG, BOUND)
+    feed(governor, [Sample(0.0, BOUND)])
+    governor.unrecorded += 3
+    feed(governor, [CALM] * (round(CALM_SECONDS / PROBE_INTERVAL) + 2), start=1.0)
+    assert not governor.shedding and governor.unrecorded == 3
+    feed(governor, [Sample(0.0, BOUND)], start=10.0)
+    assert governor.shedding and governor.unrecorded == 0
+
+
+def test_recording_resumes_at_the_calm_seconds_exactly() -> None:
+    governor = Governor(MAX_LAG, BOUND)
+    assert governor.observe(1.0, Sample(0.0, BOUND)) == "shed"
+    assert governor.observe(2.0, CALM) is None
+    assert governor.observe(2.0 + CALM_SECONDS - 0.25, CALM) is None
+    assert governor.observe(2.0 + CALM_SECONDS, CALM) == "resume"
+    assert governor.resumed_at == 2.0 + CALM_SECONDS
+
+
+async def test_the_probe_says_how_late_its_timer_fired() -> None:
+    seen: list[tuple[float, float]] = []
+    probe = asyncio.create_task(lag_probe(lambda now, lag: seen.append((now, lag)), 0.02))
+    await asyncio.sleep(0.1)
+    time.sleep(0.2)
+    await asyncio.sleep(0.1)
+    probe.cancel()
+    lags = [lag for _, lag in seen]
+    assert 0.0 <= min(lags) < 0.02
+    assert max(lags) >= 0.2 - 0.02
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(seen)]
+    assert min(gaps) >= 0.02 - 0.001
