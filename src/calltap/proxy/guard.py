@@ -25,6 +25,11 @@ from calltap.config import Config
 from calltap.recordings import REQUEST_TOO_LARGE
 
 MAX_HEADER_COUNT = 128
+LISTEN_BACKLOG = 4096
+"""Connections the kernel holds for each listener until calltap accepts them (it caps this at
+`net.core.somaxconn`). aiohttp's 128 overflows when a busy loop accepts late: the kernel then
+drops new connections' handshakes, the clients retry after a second or more, and a gateway's
+connect timeout turns that into failed requests."""
 """Request headers past this count get 431 (aiohttp's parser stops there)."""
 TOO_MANY_HEADERS = "Too many headers received"
 """How aiohttp's parsers word that refusal (its only trace: the exception is a plain
@@ -121,7 +126,8 @@ def protocol_options(config: Config, log: Any, listener: str) -> dict[str, Any]:
 async def listen(runner: web.BaseRunner, address: tuple[str, int]) -> str:
     """Start `runner` on `address`; the URL it listens on (the port the system picked for 0)."""
     await runner.setup()
-    site = web.TCPSite(runner, address[0], address[1], reuse_address=True)
+    site = web.TCPSite(runner, address[0], address[1], reuse_address=True,
+                       backlog=LISTEN_BACKLOG)
     await site.start()
     host, port = runner.addresses[0][:2]
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
