@@ -121,9 +121,14 @@ async def test_disk_quota_pauses_recording_but_not_relay(provider, make_tap, cli
     paused = log.lines("recording.paused")
     assert len(paused) == 1
     assert paused[0]["quota_bytes"] == len(script.body)
+    assert paused[0]["reason"] == "quota"
     async with client.get(tap.admin_url + "/healthz") as response:
         health = await response.json()
     assert health["recorder"]["paused"] is True
+    async with client.get(tap.admin_url + "/metrics") as response:
+        metrics = await response.text()
+    assert 'calltap_unrecorded_legs_total{leg="upstream",reason="quota"} 2.0' in metrics
+    assert "calltap_recording_paused 1.0" in metrics
 
 
 async def test_leftover_partial_files_are_kept_and_reported(

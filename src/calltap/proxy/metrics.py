@@ -87,6 +87,11 @@ class Metrics(Addon):
             "calltap_first_byte_seconds",
             "Seconds from a leg's request start to its first response byte, by leg",
             ["leg"], buckets=FIRST_BYTE_BUCKETS, registry=self.registry)
+        self._recording_metrics(loop_lag)
+
+    def _recording_metrics(self, loop_lag: Callable[[], float]) -> None:
+        """Whether recording is paused (the quota) or shed (an overload), the legs relayed
+        unrecorded meanwhile, and the event loop's lag that decides the shedding."""
         self.paused_gauge = Gauge(
             "calltap_recording_paused", "1 while the disk quota stops recording",
             registry=self.registry)
