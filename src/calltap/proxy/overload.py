@@ -24,8 +24,9 @@ PROBE_INTERVAL = 0.05
 """Seconds between two lag probes: a probe is one timer, so 20 a second cost nothing."""
 LATE_WINDOW, LATE_NEEDED = 8, 6
 """Shedding starts when this many of the last probes were late: one late probe is a pause (a
-collection, a large pair.json, a burst of connections); six of eight, at least 0.9 s of lateness,
-is a loop that cannot keep up, even when an overloaded loop now and then fires a timer on time."""
+collection, a large pair.json, a burst of connections); six of eight (each late past the limit,
+so more than 0.6 s of them at the default 0.05 s) is a loop that cannot keep up, even when an
+overloaded loop now and then fires a timer on time."""
 CALM_SECONDS = 2.0
 """How long the lag and the backlog must stay low before recording resumes."""
 DISK_SHARE, DISK_CALM_SHARE = 0.25, 0.0625
