@@ -23,6 +23,18 @@ def test_header_match():
     assert pairs.attempts("req-1") == 1
 
 
+def test_a_known_key_pairs_by_header_and_only_while_in_the_book():
+    pairs = book(max_pending=1)
+    assert not pairs.knows(None)
+    pairs.add_front(front("req-1", fp="f1"))
+    assert pairs.knows("req-1") and not pairs.knows("req-2")
+    assert pairs.match_back("req-1", None, None, now=1.0).method == "header"
+    pairs.add_front(front("req-2", fp="f2", at=2.0))
+    assert not pairs.knows("req-1")
+    assert pairs.match_back("req-1", None, None, now=2.5) is None
+    assert pairs.knows("req-2")
+
+
 def test_traceparent_match():
     pairs = book()
     pairs.add_front(front("req-1", trace="t1", fp="f1"))

@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from tests.proxy.conftest import chat_request, post_chat
 
+from calltap.proxy import pairs
+from calltap.proxy.fingerprint import request_fingerprint
+
 
 @pytest.mark.parametrize("mode", ["header", "traceparent", "strip"])
 async def test_each_pairing_method(topology: dict[str, Any], client, mode: str) -> None:
@@ -22,6 +25,26 @@ async def test_each_pairing_method(topology: dict[str, Any], client, mode: str) 
     assert pair["pairing"] == expected
     assert pair["comparison"]["verdict"] == "equal"
     assert pair["legs"]["upstream"]["sha256"] == hashlib.sha256(body).hexdigest()
+
+
+@pytest.mark.parametrize(("mode", "read"), [("header", 1), ("traceparent", 2), ("strip", 2)])
+async def test_a_back_attempt_is_fingerprinted_only_when_its_header_names_no_front_leg(
+        topology: dict[str, Any], client, monkeypatch, mode: str, read: int) -> None:
+    """Reading a request body for its fingerprint costs the loop: an attempt that carries its
+    front leg's key pairs by it, so only the front leg's body is read."""
+    tap = topology["tap"]
+    topology["gateway"].mode = mode
+    calls: list[str] = []
+
+    def counted(body: bytes, path: str) -> str | None:
+        calls.append(path)
+        return request_fingerprint(body, path)
+
+    monkeypatch.setattr(pairs, "request_fingerprint", counted)
+    _, headers, _ = await post_chat(client, tap.front_url)
+    pair = await tap.wait_compared(headers["X-Request-ID"])
+    assert pair["comparison"]["verdict"] == "equal"
+    assert len(calls) == read
 
 
 async def test_client_traceparent_is_forwarded_untouched(topology, client) -> None:

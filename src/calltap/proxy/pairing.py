@@ -109,6 +109,11 @@ class PairingBook:
         while len(self._entries) > self.max_pending:
             self._evict(next(iter(self._entries.values())))
 
+    def knows(self, request_id: str | None) -> bool:
+        """Whether a back attempt with this `X-Request-ID` pairs by header: then nothing else
+        about it is needed."""
+        return request_id is not None and request_id in self._entries
+
     def match_back(
         self,
         request_id: str | None,
@@ -163,7 +168,7 @@ class PairingBook:
     def _find(
         self, request_id: str | None, trace_id: str | None, fingerprint: str | None, now: float
     ) -> tuple[_Entry, PairingMethod] | None:
-        if request_id is not None and request_id in self._entries:
+        if self.knows(request_id):
             return self._entries[request_id], "header"
         by_trace = self._by_trace.get(trace_id) if trace_id is not None else None
         if by_trace is not None:

@@ -2,11 +2,11 @@
 
 It executes two pure parts: the pairing book (`pairing.py`: header, traceparent, fingerprint)
 and the pair lifecycle (`lifecycle.py`: the actions once legs end, expire or shut down). At
-`LegArrived` it fingerprints a compared request and matches a back attempt to its front leg's
-capture; at `LegStarted` it registers a front leg (and every capture) with both; at `LegEnded`
-it feeds the lifecycle and raises `CaptureClosed` for each capture to finalize. Every second
-`housekeep` expires the front legs the book gave up on (orphans), and on shutdown every capture
-is finalized as it stands.
+`LegArrived` it fingerprints a compared request (a back attempt only when its `X-Request-ID`
+names no front leg) and matches a back attempt to its front leg's capture; at `LegStarted` it
+registers a front leg (and every capture) with both; at `LegEnded` it feeds the lifecycle and
+raises `CaptureClosed` for each capture to finalize. Every second `housekeep` expires the front
+legs the book gave up on (orphans), and on shutdown every capture is finalized as it stands.
 """
 
 from __future__ import annotations
@@ -70,12 +70,14 @@ class Pairs(Addon):
         leg = event.leg
         if self.book is None or not leg.compared:
             return
-        fingerprint = await _fingerprint(leg.body_prefix, leg.body_whole, leg.path)
         if leg.side == "downstream":
-            leg.fingerprint = fingerprint
+            leg.fingerprint = await _fingerprint(leg.body_prefix, leg.body_whole, leg.path)
             return
-        match = self.book.match_back(_header_id(leg), leg.trace_id, fingerprint,
-                                     time.monotonic())
+        request_id = _header_id(leg)
+        # An attempt that carries its front leg's key pairs by it: its body need not be read.
+        fingerprint = (None if self.book.knows(request_id)
+                       else await _fingerprint(leg.body_prefix, leg.body_whole, leg.path))
+        match = self.book.match_back(request_id, leg.trace_id, fingerprint, time.monotonic())
         recording = self.open.get(match.key) if match is not None else None
         if match is None or recording is None or not self.lifecycle.attempt_matched(match.key):
             return
