@@ -11,6 +11,9 @@ calltap's comparator reads and compares both), and in between one of three topol
   calltap       client -> front -> gateway -> back -> provider
                 (`python -m calltap serve`, recording and comparison on)
 
+and with --recording-off, in the unpaced phase, a calltap with `compared_paths` naming a path
+nothing calls: the same relay with nothing paired, recorded or compared.
+
 Phase 1, unpaced provider: req/s at concurrency 1 and 32 and time to first byte, every body's
 sha256 checked against the provider's deterministic bytes; CPU per request of every process.
 Phase 2, provider pacing events 5 ms apart with its send time in each chunk's `obfuscation`
@@ -81,9 +84,11 @@ from relay_procs import (
     own_cpu,
     server_env,
 )
-from relay_report import Measured, Plan, Report, Results, Throughput, Usage
+from relay_report import RECORDING_OFF, Measured, Plan, Report, Results, Throughput, Usage
 
 TOPOLOGIES = ("direct", "pass-through", "calltap")
+NOWHERE = "/calltap-bench/nothing-calls-this"
+"""The recording-off calltap's `compared_paths`: no request is paired, recorded or compared."""
 FULL = Plan(serial_requests=200, concurrent_requests=3200, concurrency=32, blocks=4,
             paced_streams=64, paced_rounds=4, text_events=200, pacing=0.005)
 QUICK = replace(FULL, serial_requests=40, concurrent_requests=480, blocks=2, paced_rounds=2)
@@ -116,9 +121,11 @@ class Fleet:
         self.running.append(server)
         return server
 
-    def calltap(self, gateway: str, provider: str, recordings: Path) -> Server:
-        server = launch_calltap(self.workdir, self.env, gateway, provider, recordings,
-                                self.bucket)
+    def calltap(self, gateway: str, provider: str, recordings: Path,
+                settings: dict[str, str] | None = None) -> Server:
+        """`calltap serve`, with `settings` (CALLTAP_* variables) over the fleet's environment."""
+        server = launch_calltap(self.workdir, {**self.env, **(settings or {})}, gateway,
+                                provider, recordings, self.bucket)
         self.running.append(server)
         return server
 
@@ -143,6 +150,8 @@ class Topology:
     """The answers went through the re-labelling gateway."""
     sent: int = 0
     """Requests sent so far: how many pairs calltap must have compared when drained."""
+    compares: bool = True
+    """calltap compares what it relays here (not so with recording off)."""
 
     def cpu(self) -> tuple[dict[str, Cpu], tuple[int, int], float]:
         """CPU per role, the machine's (busy, total) ticks, and the time, right now."""
@@ -160,17 +169,20 @@ class Topology:
 @contextmanager
 def topology(fleet: Fleet, name: str, provider: Server) -> Iterator[Topology]:
     """Start one topology's servers: the proxy first, told a gateway port picked in advance,
-    then the gateway on that port, told the proxy's back."""
+    then the gateway on that port, told the proxy's back. Every name but `direct` and
+    `pass-through` is a calltap; `RECORDING_OFF` one that records nothing."""
     if name == "direct":
         yield Topology(name, provider.urls["url"], {"provider": provider})
         return
     gateway_url = f"http://127.0.0.1:{free_port()}"
-    recordings = fleet.recordings / f"recordings-{provider.name}"
+    off = name == RECORDING_OFF
+    recordings = fleet.recordings / f"recordings-{provider.name}{'-off' if off else ''}"
     if name == "pass-through":
         proxy = fleet.fake("passthrough", "passthrough", "--gateway", gateway_url,
                            "--provider", provider.urls["url"])
     else:
-        proxy = fleet.calltap(gateway_url, provider.urls["url"], recordings)
+        settings = {"CALLTAP_COMPARED_PATHS": NOWHERE} if off else None
+        proxy = fleet.calltap(gateway_url, provider.urls["url"], recordings, settings)
     started = [proxy]
     try:
         gateway = fleet.fake(f"gateway-{name}", "gateway", "--upstream", proxy.urls["back"],
@@ -178,7 +190,7 @@ def topology(fleet: Fleet, name: str, provider: Server) -> Iterator[Topology]:
         started.append(gateway)
         servers = {"provider": provider, "gateway": gateway, "proxy": proxy}
         yield Topology(name, proxy.urls["front"], servers, proxy.urls.get("admin"),
-                       relabelled=True)
+                       relabelled=True, compares=not off)
     finally:
         for server in reversed(started):
             fleet.stop(server)
@@ -219,7 +231,7 @@ class Backlog:
     async def drained(self, place: Topology) -> float | None:
         """Wait until calltap has compared (or failed to record) every pair it was sent; the
         seconds that took. None for a topology without calltap."""
-        if place.admin is None:
+        if place.admin is None or not place.compares:
             return None
         started = time.perf_counter()
         while True:
@@ -299,25 +311,27 @@ async def paced(places: Places, plan: Plan, backlog: Backlog) -> None:
                          per_block=streams, warm_up=streams, stagger=plan.pacing)
 
 
-async def measure(plan: Plan, workdir: Path, env: dict[str, str],
-                  recordings: Path, bucket: str | None = None) -> Results:
-    """Both phases, each with its own provider and every topology up at once."""
+async def measure(plan: Plan, workdir: Path, env: dict[str, str], recordings: Path,
+                  bucket: str | None = None, recording_off: bool = False) -> Results:
+    """Both phases, each with its own provider and every topology up at once; with
+    `recording_off`, the unpaced phase also measures calltap recording nothing."""
     results = Results(workload(plan.text_events))
     fleet = Fleet(workdir, env, recordings, bucket)
     events = ["--text-events", str(plan.text_events)]
+    unpaced_topologies = (*TOPOLOGIES, RECORDING_OFF) if recording_off else TOPOLOGIES
     phases = (
-        ("unpaced", events, unpaced),
-        ("paced", [*events, "--delay", str(plan.pacing), "--timestamps"], paced),
+        ("unpaced", events, unpaced, unpaced_topologies),
+        ("paced", [*events, "--delay", str(plan.pacing), "--timestamps"], paced, TOPOLOGIES),
     )
     try:
         async with aiohttp.ClientSession() as session:
             backlog = Backlog(session, results)
-            for phase, provider_args, run in phases:
+            for phase, provider_args, run, names in phases:
                 console.print(f"[dim]{phase} phase…[/dim]")
                 provider = fleet.fake(f"provider-{phase}", "provider", *provider_args)
                 with ExitStack() as stack:
                     places = {name: stack.enter_context(topology(fleet, name, provider))
-                              for name in TOPOLOGIES}
+                              for name in names}
                     await run(places, plan, backlog)
                 fleet.stop(provider)
     finally:
@@ -336,10 +350,8 @@ def loop_name() -> str:
     return "uvloop"
 
 
-def parse_args() -> tuple[Plan, str | None, Path, bool, float | None]:
-    """The plan, the GLIBC_TUNABLES to give the servers (None: glibc's defaults), the
-    directory under which calltap records, whether calltap uploads to a bucket, and the minutes
-    of each sustained run (None: not the sustained mode)."""
+def parse_args() -> tuple[Plan, argparse.Namespace]:
+    """The plan (the load's sizes), and the options."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer requests: under a minute")
@@ -364,6 +376,10 @@ def parse_args() -> tuple[Plan, str | None, Path, bool, float | None]:
                              " (bench/relay_sustained.py)")
     parser.add_argument("--minutes", type=float, metavar="M",
                         help="with --sustained, the minutes of each run (5; 1 with --quick)")
+    parser.add_argument("--recording-off", action="store_true",
+                        help="also measure, unpaced, calltap with recording off (compared_paths"
+                             " naming nothing): what calltap costs beyond a bare relay without"
+                             " recording, pairing and comparing")
     parser.add_argument("--default-malloc", action="store_true",
                         help="run the servers without GLIBC_TUNABLES=" + MALLOC_TUNABLES)
     args = parser.parse_args()
@@ -374,9 +390,9 @@ def parse_args() -> tuple[Plan, str | None, Path, bool, float | None]:
     for name in ("concurrency", "paced_streams", "paced_rounds"):
         if getattr(args, name) is not None:
             plan = replace(plan, **{name: max(1, getattr(args, name))})
-    minutes = args.minutes if args.minutes is not None else 1.0 if args.quick else 5.0
-    return (plan, None if args.default_malloc else MALLOC_TUNABLES, args.recordings, args.bucket,
-            minutes if args.sustained else None)
+    if args.minutes is None:
+        args.minutes = 1.0 if args.quick else 5.0
+    return plan, args
 
 
 def _terminate(_signum: int, _frame: object) -> None:
@@ -384,12 +400,13 @@ def _terminate(_signum: int, _frame: object) -> None:
 
 
 def main() -> int:
-    plan, malloc, recordings_under, with_bucket, sustained_minutes = parse_args()
-    env = server_env(malloc)
+    plan, args = parse_args()
+    recordings_under: Path = args.recordings
+    env = server_env(None if args.default_malloc else MALLOC_TUNABLES)
     signal.signal(signal.SIGTERM, _terminate)
-    if sustained_minutes is not None:
+    if args.sustained:
         from relay_sustained import run_sustained  # it builds on this module's topologies
-        return run_sustained(plan.text_events, sustained_minutes, env, recordings_under)
+        return run_sustained(plan.text_events, args.minutes, env, recordings_under)
     started = time.perf_counter()
     with (tempfile.TemporaryDirectory(prefix="calltap-relay-bench-") as workdir,
           tempfile.TemporaryDirectory(prefix=".calltap-relay-bench-",
@@ -397,7 +414,7 @@ def main() -> int:
           ExitStack() as store):
         console.print(f"[dim]calltap records under {recordings} (removed at the end)[/dim]")
         bucket = None
-        if with_bucket:
+        if args.bucket:
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
             from tests.support.s3 import s3_server  # the suite's moto server, from the repo
             s3 = store.enter_context(s3_server(Path(workdir)))
@@ -405,7 +422,8 @@ def main() -> int:
             bucket = f"s3://{s3.bucket()}"
             console.print(f"[dim]and uploads to {bucket} on {s3.url}[/dim]")
         try:
-            results = asyncio.run(measure(plan, Path(workdir), env, Path(recordings), bucket))
+            results = asyncio.run(measure(plan, Path(workdir), env, Path(recordings), bucket,
+                                          args.recording_off))
         except KeyboardInterrupt:
             console.print("[bold red]interrupted[/]: every server stopped")
             return 130

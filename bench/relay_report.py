@@ -36,6 +36,9 @@ CALM_STREAMS = 8
 COMPARED_WITHIN_S = 60.0
 """Every pair recorded during a block must be compared this soon after the block's load."""
 ROLES = ("client", "provider", "gateway", "proxy")
+RECORDING_OFF = "recording off"
+"""With --recording-off, the unpaced phase's fourth topology: calltap relaying the same load
+with nothing paired, recorded or compared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +309,14 @@ class Report:
                     f"{own_ms - loop_ms:.2f} ms", "", "", "")
         out.add_row("  of which the comparison workers", f"{tree_ms - own_ms:.2f} ms", "", "",
                     "")
+        off = self.results.throughput.get(RECORDING_OFF)
+        off_proxy = off.concurrent.usage.cpu.get("proxy") if off is not None else None
+        if off_proxy is not None:
+            off_ms = off_proxy.tree / (off.concurrent.outcome.requests or 1) * 1e3
+            out.add_row("  calltap with recording off - pass-through", f"{off_ms - bare_ms:.2f} ms",
+                        "", "", "")
+            out.add_row("  calltap tree - calltap with recording off", f"{tree_ms - off_ms:.2f} ms",
+                        "", "", "")
         out.add_row("  moonshot", f"{fixed:.2f} ms", f"{fixed:.2f}",
                     f"{FIXED_COST_MOONSHOT_MS:g}",
                     "[green]met[/]" if fixed <= FIXED_COST_MOONSHOT_MS else "[dim]not yet[/]")

@@ -41,7 +41,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from calltap import recordings
-from relay import Fleet, Topology, console, topology
+from relay import NOWHERE, Fleet, Topology, console, topology
 from relay_load import LoadClient, Outcome, Workload, percentile, workload
 from relay_procs import Server
 
@@ -56,8 +56,6 @@ BLOCK_SECONDS = 30.0
 """The overload run alternates its two calltaps in blocks this long."""
 OVERLOAD_DEADLINE = 10.0
 """calltap's `compare_deadline` in the overload run (60 s by default)."""
-NOWHERE = "/calltap-bench/nothing-calls-this"
-"""The recording-off calltap's `compared_paths`: no request is paired, recorded or compared."""
 BURST = 900
 """Fewer than `max_compare_backlog` (1000): the burst fills the backlog without shedding."""
 BURST_CONCURRENCY = 32
