@@ -375,6 +375,35 @@ async def test_comparison_worker_dying_mid_job_costs_only_that_comparison(
     tally.fault("comparison worker dying mid-comparison")
 
 
+async def test_a_worker_dying_costs_only_its_job_not_those_waiting_for_it(
+    tmp_path: Path, tally
+) -> None:
+    """With the one worker stopped, of three pairs it holds one and two wait in the backlog.
+    Killed, it takes the one it was running with it; its replacement compares the two."""
+    async with scripted(tmp_path) as run:
+        try:
+            first, body = await stopped_worker_with_a_job(run)
+            others = [(await run.post())[0] for _ in range(2)]
+            for key in others:
+                await wait_for(lambda key=key: list(
+                    run.tap.recordings.glob(f"*/{key}/downstream.sse")))
+            await asyncio.sleep(0.2)
+            waiting = run.tap.comparisons.health()["compare_backlog"]
+        finally:
+            for pid in forkserver_workers():
+                os.kill(pid, signal.SIGKILL)
+        lost = await run.tap.wait_compared(first)
+        compared = [await run.tap.wait_compared(key) for key in others]
+        failed = run.log.lines("capture.failed")
+    assert body == run.provider.body
+    assert waiting == 2
+    assert lost["comparison"] is None
+    assert [(f["stage"], f["error"], f["path"]) for f in failed] == [
+        ("compare", "WorkerFailed", str(run.capture(first)))]
+    assert [pair["comparison"]["verdict"] for pair in compared] == ["equal", "equal"]
+    tally.fault("comparison worker dying with comparisons waiting")
+
+
 async def test_a_job_raising_in_the_worker_is_logged_and_the_next_pair_compared(
     tmp_path: Path, tally
 ) -> None:
