@@ -41,6 +41,20 @@ class Code(StrEnum):
     NON_FINITE_NUMBER = "NON_FINITE_NUMBER"
     JSON_INVALID = "JSON_INVALID"
     FRAME_INVALID = "FRAME_INVALID"
+    REQUEST_TOOL_DROPPED = "REQUEST_TOOL_DROPPED"
+    REQUEST_TOOL_ADDED = "REQUEST_TOOL_ADDED"
+    TOOL_SCHEMA_CHANGED = "TOOL_SCHEMA_CHANGED"
+    TOOL_STRICT_CHANGED = "TOOL_STRICT_CHANGED"
+    TOOL_CHOICE_CHANGED = "TOOL_CHOICE_CHANGED"
+    PARALLEL_TOOL_CALLS_CHANGED = "PARALLEL_TOOL_CALLS_CHANGED"
+    HISTORY_TOOL_CALL_CHANGED = "HISTORY_TOOL_CALL_CHANGED"
+    HISTORY_TOOL_RESULT_CHANGED = "HISTORY_TOOL_RESULT_CHANGED"
+    HISTORY_REASONING_CHANGED = "HISTORY_REASONING_CHANGED"
+    MESSAGE_CHANGED = "MESSAGE_CHANGED"
+    RESPONSE_FORMAT_CHANGED = "RESPONSE_FORMAT_CHANGED"
+    SAMPLING_CHANGED = "SAMPLING_CHANGED"
+    REQUEST_PART_UNSUPPORTED = "REQUEST_PART_UNSUPPORTED"
+    REQUEST_UNREADABLE = "REQUEST_UNREADABLE"
 
     @property
     def severity(self) -> Severity:
@@ -82,6 +96,20 @@ SEVERITY: dict[Code, Severity] = {
     Code.NON_FINITE_NUMBER: Severity.WARNING,
     Code.JSON_INVALID: Severity.WARNING,
     Code.FRAME_INVALID: Severity.WARNING,
+    Code.REQUEST_TOOL_DROPPED: Severity.FATAL,
+    Code.REQUEST_TOOL_ADDED: Severity.NEGOTIABLE,
+    Code.TOOL_SCHEMA_CHANGED: Severity.FATAL,
+    Code.TOOL_STRICT_CHANGED: Severity.NEGOTIABLE,
+    Code.TOOL_CHOICE_CHANGED: Severity.FATAL,
+    Code.PARALLEL_TOOL_CALLS_CHANGED: Severity.FATAL,
+    Code.HISTORY_TOOL_CALL_CHANGED: Severity.FATAL,
+    Code.HISTORY_TOOL_RESULT_CHANGED: Severity.FATAL,
+    Code.HISTORY_REASONING_CHANGED: Severity.FATAL,
+    Code.MESSAGE_CHANGED: Severity.FATAL,
+    Code.RESPONSE_FORMAT_CHANGED: Severity.FATAL,
+    Code.SAMPLING_CHANGED: Severity.NEGOTIABLE,
+    Code.REQUEST_PART_UNSUPPORTED: Severity.COSMETIC,
+    Code.REQUEST_UNREADABLE: Severity.WARNING,
 }
 
 EXPLANATION: dict[Code, str] = {
@@ -128,4 +156,28 @@ EXPLANATION: dict[Code, str] = {
     Code.NON_FINITE_NUMBER: "NaN or Infinity in a JSON payload",
     Code.JSON_INVALID: "a data payload that is not JSON",
     Code.FRAME_INVALID: "a binary frame with a wrong length or CRC: unreadable past it",
+    Code.REQUEST_TOOL_DROPPED: "a tool the client offered is not offered to the provider",
+    Code.REQUEST_TOOL_ADDED: "the provider is offered a tool the client never offered",
+    Code.TOOL_SCHEMA_CHANGED: "a tool's parameter schema accepts other arguments upstream",
+    Code.TOOL_STRICT_CHANGED: "a tool's strict flag dropped, or added where the client set none",
+    Code.TOOL_CHOICE_CHANGED: "the provider is told another tool choice",
+    Code.PARALLEL_TOOL_CALLS_CHANGED: "the limit on parallel tool calls differs",
+    Code.HISTORY_TOOL_CALL_CHANGED: (
+        "an assistant tool call in the conversation is missing, added, or changed upstream"
+    ),
+    Code.HISTORY_TOOL_RESULT_CHANGED: (
+        "a tool result is missing, linked to another call, changed, or lost its error flag"
+    ),
+    Code.HISTORY_REASONING_CHANGED: (
+        "reasoning in the conversation is dropped, loses its signature, or became visible text"
+    ),
+    Code.MESSAGE_CHANGED: "a turn's text or media, or the instructions, differ",
+    Code.RESPONSE_FORMAT_CHANGED: "the structured-output constraint differs or is dropped",
+    Code.SAMPLING_CHANGED: (
+        "sampling, output limits, stop sequences or reasoning settings differ or are dropped"
+    ),
+    Code.REQUEST_PART_UNSUPPORTED: (
+        "a part of the request the provider's dialect has no field for was dropped"
+    ),
+    Code.REQUEST_UNREADABLE: "a request body that cannot be read as its dialect",
 }

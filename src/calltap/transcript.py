@@ -11,7 +11,7 @@ from typing import Any, Literal
 from calltap.codes import Code, Severity
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
-Side = Literal["upstream", "downstream"]
+Side = Literal["upstream", "downstream", "request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,10 @@ class Finding:
     count: int | None = None
     position: Position | None = None
     detail: str = ""
+    turn: int | None = None
+    """A request finding's turn: the index of the client's turn (None: tools, parameters)."""
+    tool: str | None = None
+    """A request finding's tool name, when one is concerned (dropped when redacting)."""
 
     @property
     def severity(self) -> Severity:

@@ -25,6 +25,9 @@ Request side:
                     and its tool names; None when the body is no chat-like request of this
                     dialect
   usage_requested   whether the client's request asked for usage in its answer
+  REQUEST           the module that reads a request body to an `Ask` (`RequestSide`): its own
+                    module beside the dialect's (`openai_chat_request`), so that neither grows
+                    past what one reader can hold; two dialect modules of one NAME share one
 
 Adding a dialect is its own module and one entry in the registry's DIALECTS.
 """
@@ -34,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, NamedTuple, Protocol
 
+from calltap.ask import Ask
 from calltap.transcript import Transcript
 
 Framing = Literal["sse", "ndjson", "eventstream", "jsonarray", "json"]
@@ -55,6 +59,28 @@ class Conversation(NamedTuple):
     tools: list[str]
 
 
+class RequestSide(Protocol):
+    """A dialect's request side: how it reads a request body, and what it can carry.
+
+    NAME          the dialect's NAME
+    ask           a decoded request body (and its path, which names the model and whether it
+                  streams in some dialects) to an Ask; RequestUnreadable for another shape
+    CARRIES       the parts of an Ask the dialect has a field for, by the names in
+                  `calltap.ask.PARTS`: a part a provider's dialect cannot carry, dropped by the
+                  gateway, is REQUEST_PART_UNSUPPORTED, not a loss
+    SCHEMA_LACKS  JSON Schema keywords its tool schemas cannot say (Gemini's subset)
+    REQUIRES      parts a request of it must carry, which a gateway adds when the client sent
+                  none (Anthropic's `max_tokens`)
+    """
+
+    NAME: str
+    CARRIES: frozenset[str]
+    SCHEMA_LACKS: frozenset[str]
+    REQUIRES: frozenset[str]
+
+    def ask(self, request: dict[str, Any], path: str) -> Ask: ...
+
+
 class Dialect(Protocol):
     """A dialect module; see the module docstring for what each member means."""
 
@@ -71,3 +97,5 @@ class Dialect(Protocol):
     def conversation(self, request: dict[str, Any]) -> Conversation | None: ...
 
     def usage_requested(self, request: bytes) -> bool: ...
+
+    REQUEST: RequestSide

@@ -49,6 +49,7 @@ from typing import Any
 import orjson
 
 from calltap.codes import Code
+from calltap.dialects import openai_chat_request
 from calltap.dialects.base import Framing
 from calltap.dialects.chat_blocks import TERMINAL, BlockReader
 from calltap.dialects.chat_deltas import DeltaShape
@@ -90,6 +91,7 @@ def sniff(payload: Any) -> bool:
 
 
 conversation = chat_conversation
+REQUEST = openai_chat_request
 
 
 def usage_requested(request: bytes) -> bool:
