@@ -84,7 +84,7 @@ class HistoryCall:
 
     name: str
     arguments: Hashable
-    """The decoded arguments' canonical key (`jsonvalues.canonical_key`); an empty string is `{}`."""
+    """The decoded arguments by meaning (`jsonvalues.canonical_key`); an empty string is `{}`."""
     id: str | None
     raw_arguments: Any = field(default=None, compare=False)
 

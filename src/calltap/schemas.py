@@ -44,7 +44,7 @@ SUBSCHEMAS = frozenset({"items", "additionalProperties", "not", "contains", "pro
                         "if", "then", "else", "additionalItems", "unevaluatedProperties"})
 SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
 MAX_DEPTH = 64
-"""Nesting past this is not followed (a hostile or runaway schema): it reads as `{"$deep": true}`."""
+"""Nesting past this is not followed (a hostile or runaway schema): it reads `{"$deep": true}`."""
 ROOT = "urn:calltap:schema"
 
 
