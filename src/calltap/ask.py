@@ -13,10 +13,20 @@ client's, and the one the provider received). One vocabulary for every dialect:
   answer, their parts, their error flag), reasoning carried in history;
 - output constraints, sampling, reasoning settings, whether it streams and asked for usage.
 
-Plain data with no behaviour: absent is `None`, never a default, so that a 0 stays a value. A
-dialect whose tool results are messages of their own (Chat Completions' `tool` role) puts them in
-a `user` turn, where every other dialect keeps them; the comparator merges consecutive turns of
-one role, so the two shapes read alike.
+Plain data with no behaviour: absent is `None`, never a default, so that a 0 stays a value.
+
+What every request reader keeps to, so that a faithful translation reads equal:
+- instructions (system or developer text, wherever the dialect keeps them) go to `instructions`,
+  never into turns;
+- turns are `user` or `assistant`; tool results always stand in a `user` turn, where Anthropic,
+  Gemini and Bedrock keep them (Chat Completions' `tool` messages become such a turn); readers do
+  not merge consecutive turns of one role: the comparator does;
+- a tool result links to its call by `call_id` where the dialect links by id, else by `name`;
+  its `is_error` is None where the dialect has no error flag or none was sent;
+- arguments by meaning (`request_common.arguments_key`), media by digest
+  (`request_common.inline_media`, `url_media`);
+- a shape the dialect does not allow raises `request_common.RequestUnreadable`; an unknown block
+  type is skipped.
 """
 
 from __future__ import annotations
