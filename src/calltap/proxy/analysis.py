@@ -6,7 +6,10 @@ Everything crosses the process boundary as plain data: file names in, JSON-ready
 
 How a leg ended is judged here, from what was relayed: a client (or gateway) that hangs up right
 after the terminal marker (the official openai SDK closes as soon as it reads `data: [DONE]`)
-ended a complete leg, whatever the socket said. Only a leg cut before its marker stays cut.
+ended a complete leg, whatever the socket said. An error relayed inside the stream ends it the
+same way: the official SDKs raise on an error payload and hang up, so a client that closes after
+an error frame was told the stream failed. Only a leg cut before its marker or an error frame
+stays cut.
 
 Workers run at a lower CPU priority (`os.nice`): under a burst the relay gets the cores and
 the comparisons catch up afterwards. A faithful gateway hands the client the provider's exact
@@ -179,7 +182,7 @@ def _measure(directory: str, names: list[str],
 def _judge(job: Job, bodies: dict[str, bytes]
            ) -> tuple[dict[str, Any] | None, Judgement | None, dict[str, str]]:
     """The comparison (or check) report and its typed findings, and the hung-up legs whose
-    relayed bytes were whole."""
+    relayed bytes ended the stream."""
     upstream, downstream = job["upstream"], job["downstream"]
     specs = [spec for spec in (upstream, downstream) if spec is not None]
     transcripts: list[Transcript] = []
@@ -205,21 +208,27 @@ def _judge(job: Job, bodies: dict[str, bytes]
     endings = {
         spec["file"]: recordings.COMPLETE
         for spec, transcript in zip(specs, transcripts, strict=False)
-        if spec["ended"] in recordings.HUNG_UP and _marker_relayed(spec, transcript, bodies)
+        if spec["ended"] in recordings.HUNG_UP and _end_relayed(spec, transcript, bodies)
     }
     return report, judgement, endings
 
 
-def _marker_relayed(spec: BodySpec, transcript: Transcript, bodies: dict[str, bytes]) -> bool:
-    """Did the bytes that reached the other side carry the dialect's terminal marker? The
-    recorded body is what was read; only its first `bytes_relayed` bytes surely went on."""
-    if not transcript.terminal_seen or spec["truncated"]:
+def _end_relayed(spec: BodySpec, transcript: Transcript, bodies: dict[str, bytes]) -> bool:
+    """Did the bytes that reached the other side end the stream? The recorded body is what was
+    read; only its first `bytes_relayed` bytes surely went on."""
+    if not _ended(transcript) or spec["truncated"]:
         return False
     body = bodies[spec["file"]]
     if spec["bytes_relayed"] >= len(body):
         return True
     relayed = _capture(spec, {spec["file"]: body[: spec["bytes_relayed"]]})
-    return transcribe(relayed).terminal_seen
+    return _ended(transcribe(relayed))
+
+
+def _ended(transcript: Transcript) -> bool:
+    """The stream told its reader it was over: the dialect's terminal marker, or an error frame
+    (the official SDKs raise on an error payload and stop reading)."""
+    return transcript.terminal_seen or bool(transcript.errors)
 
 
 def complete(document: dict[str, Any], files: dict[str, FileFacts], mode: str,

@@ -33,9 +33,9 @@ from calltap.recordings import CLIENT_ABORTED, COMPLETE, SHUTDOWN
 BREAKING = frozenset({Severity.FATAL, Severity.NEGOTIABLE})
 CUT = frozenset({CLIENT_ABORTED, SHUTDOWN})
 """How a client's stream ends when the client hung up or calltap's shutdown cut it before its
-terminal marker (a hang-up after it is judged `complete` from what was relayed): the shorter
-stream is nobody's defect, so its findings stay in pair.json (and `pair.compared` says how it
-ended) but raise no `divergence` or `leg.defect` line."""
+terminal marker or an error frame (a hang-up after either is judged `complete` from what was
+relayed): the shorter stream is nobody's defect, so its findings stay in pair.json (and
+`pair.compared` says how it ended) but raise no `divergence` or `leg.defect` line."""
 EVICTED_LOGGED = 20
 """Request ids named in one `pairs.evicted` line (the count covers them all)."""
 
