@@ -47,6 +47,7 @@ from itertools import pairwise
 from typing import Literal
 
 from calltap.codes import Code, Severity
+from calltap.compare_requests import PairRequests, RequestComparison, compare_pair_requests
 from calltap.dialects import UNKNOWN, transcribe
 from calltap.dialects import usage_requested as asks_for_usage
 from calltap.transcript import Capture, Choice, Finding, Side, ToolCall, Transcript, Usage
@@ -87,6 +88,11 @@ class Comparison:
     upstream: Transcript
     downstream: Transcript
     findings: list[Finding]
+    requests: RequestComparison | None = None
+    """The client's request compared with the compared attempt's (`join_requests`)."""
+    request_attempts: dict[int, RequestComparison] = dataclasses.field(default_factory=dict)
+    """Earlier attempts' requests compared with the client's, by attempt number: kept, not
+    joined to the verdict (the provider's answer to them is not the one compared)."""
 
 
 @dataclass(slots=True)
@@ -108,6 +114,26 @@ def compare(
     findings.extend(_warnings(downstream.findings, "downstream"))
     verdict: ComparisonVerdict = COMPARISON_VERDICTS[_worst(findings)]
     return Comparison(verdict, upstream, downstream, findings)
+
+
+def join_requests(comparison: Comparison, requests: RequestComparison,
+                  attempts: dict[int, RequestComparison] | None = None) -> Comparison:
+    """The pair's comparison with its requests': their findings join the findings, and a
+    breaking one makes an equal pair diverged. A request that could not be read
+    (REQUEST_UNREADABLE) makes no pair inconclusive: the answers' comparison stands alone."""
+    comparison.requests = requests
+    comparison.request_attempts = dict(attempts or {})
+    comparison.findings.extend(requests.findings)
+    if comparison.verdict == "equal" and requests.verdict == "diverged":
+        comparison.verdict = "diverged"
+    return comparison
+
+
+def with_requests(comparison: Comparison, requests: PairRequests | None) -> Comparison:
+    """The comparison joined with its pair's recorded requests', when both were recorded."""
+    if requests is None:
+        return comparison
+    return join_requests(comparison, *compare_pair_requests(requests))
 
 
 def readable(transcript: Transcript) -> bool:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import orjson
 
+from calltap.compare_requests import PairRequests, RecordedRequest
 from calltap.transcript import Capture
 
 FORMAT = 1
@@ -263,6 +264,39 @@ def request_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
     """The request body a pair.json leg names (`request_file`), when it is a readable file in
     `directory` itself (a name that would leave it is never read)."""
     return _named_file(directory, leg, "request_file")
+
+
+def pair_requests(directory: Path) -> PairRequests | None:
+    """A recorded pair's requests, as its pair.json names them: the client's, the compared
+    attempt's, and the earlier attempts' by number; None unless the first two were recorded."""
+    try:
+        document = read_pair(directory)
+    except PairUnreadable:
+        return None
+    legs = pair_legs(directory)
+    client, compared = (_recorded_request(directory, legs.get(side)) for side in SIDES_REQUESTS)
+    if client is None or compared is None:
+        return None
+    earlier: dict[int, RecordedRequest] = {}
+    chosen = legs["upstream"].get("request_file")
+    for leg in upstream_attempts(document):
+        request = _recorded_request(directory, leg)
+        if (request is not None and isinstance(leg.get("attempt"), int)
+                and leg.get("request_file") != chosen):
+            earlier[leg["attempt"]] = request
+    return PairRequests(client, compared, earlier)
+
+
+SIDES_REQUESTS = ("downstream", "upstream")
+"""The sides whose requests are compared, the client's first."""
+
+
+def _recorded_request(directory: Path, leg: dict[str, Any] | None) -> RecordedRequest | None:
+    body = request_body(directory, leg)
+    if body is None or leg is None:
+        return None
+    path = leg.get("path")
+    return RecordedRequest(body, path if isinstance(path, str) else None)
 
 
 def response_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:

@@ -16,8 +16,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from calltap.ask import Ask
 from calltap.codes import Severity
 from calltap.compare import Check, Comparison
+from calltap.compare_history import merged_turns
+from calltap.compare_requests import RequestComparison
 from calltap.transcript import Finding, Position, Side, Transcript
 
 VERDICT_STYLES = {
@@ -36,13 +39,53 @@ SEVERITY_STYLES = {
 
 
 def comparison_json(comparison: Comparison, *, redact: bool = False) -> dict[str, Any]:
-    """The `calltap compare --json` object."""
-    return {
+    """The `calltap compare --json` object; `requests` when the requests were compared."""
+    result = {
         "verdict": comparison.verdict,
         "upstream": side_json(comparison.upstream, "upstream", redact=redact),
         "downstream": side_json(comparison.downstream, "downstream", redact=redact),
         "findings": [finding_json(f, redact=redact) for f in comparison.findings],
     }
+    if comparison.requests is not None:
+        result["requests"] = requests_json(comparison.requests, comparison.request_attempts,
+                                           redact=redact)
+    return result
+
+
+def requests_json(requests: RequestComparison,
+                  attempts: dict[int, RequestComparison] | None = None, *,
+                  redact: bool = False) -> dict[str, Any]:
+    """The requests' comparison: its verdict, each request's summary, its findings, and those
+    of earlier attempts' requests (by attempt number), which join no verdict."""
+    return {
+        "verdict": requests.verdict,
+        "downstream": ask_json(requests.client, redact=redact),
+        "upstream": ask_json(requests.provider, redact=redact),
+        "findings": [finding_json(f, redact=redact) for f in requests.findings],
+        "attempts": [
+            {"attempt": number, "verdict": earlier.verdict,
+             "findings": [finding_json(f, redact=redact) for f in earlier.findings]}
+            for number, earlier in sorted((attempts or {}).items())
+        ],
+    }
+
+
+def ask_json(ask: Ask, *, redact: bool = False) -> dict[str, Any]:
+    """One request's summary: its dialect, what it offers and how long its conversation is."""
+    result: dict[str, Any] = {
+        "dialect": ask.dialect,
+        "readable": ask.readable,
+        "tools": len(ask.tools),
+        "tool_choice": str(ask.tool_choice) if ask.tool_choice is not None else None,
+        "turns": len(merged_turns(ask.turns)),
+        "stream": ask.stream,
+    }
+    if redact:
+        if ask.tool_choice is not None and ask.tool_choice.mode == "function":
+            result["tool_choice"] = "function"
+    else:
+        result["model"] = ask.model
+    return result
 
 
 def check_json(check: Check, *, redact: bool = False) -> dict[str, Any]:
@@ -82,6 +125,11 @@ def finding_json(
             "byte": position.byte if position else None,
         },
     }
+    if result["side"] == "request":
+        del result["choice"]
+        result["turn"] = finding.turn
+        if not redact:
+            result["tool"] = finding.tool
     if finding.detail and not redact:
         result["detail"] = finding.detail
     return result
@@ -108,7 +156,28 @@ def render_comparison(comparison: Comparison, console: Console, *, redact: bool 
         if transcript.findings:
             codes = ", ".join(str(f.code) for f in transcript.findings)
             console.print(f"{name} on its own: {codes}", highlight=False)
+    if comparison.requests is not None:
+        render_requests_summary(comparison.requests, console)
     _findings(console, comparison.findings, sides=True, redact=redact)
+
+
+def render_requests(requests: RequestComparison, console: Console, *,
+                    redact: bool = False) -> None:
+    """`calltap compare --requests`: the verdict, both requests' summaries, the findings."""
+    _verdict(console, requests.verdict)
+    render_requests_summary(requests, console)
+    _findings(console, requests.findings, sides=False, redact=redact)
+
+
+def render_requests_summary(requests: RequestComparison, console: Console) -> None:
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("request", "dialect", "tools", "tool choice", "turns"):
+        table.add_column(column, no_wrap=True)
+    for name, ask in (("upstream", requests.provider), ("downstream", requests.client)):
+        choice = str(ask.tool_choice) if ask.tool_choice is not None else "-"
+        table.add_row(name, ask.dialect, str(len(ask.tools)), choice,
+                      str(len(merged_turns(ask.turns))))
+    console.print(table)
 
 
 def render_check(check: Check, console: Console, *, redact: bool = False) -> None:
@@ -135,7 +204,7 @@ def _findings(console: Console, findings: list[Finding], *, sides: bool, redact:
     table.add_column("finding", overflow="fold", ratio=1)
     if sides:
         table.add_column("side", no_wrap=True)
-    for column in ("choice", "count", "event:byte"):
+    for column in ("choice/turn", "count", "event:byte"):
         table.add_column(column, no_wrap=True, justify="right")
     for finding in findings:
         meaning = finding.code.explanation
@@ -149,7 +218,10 @@ def _findings(console: Console, findings: list[Finding], *, sides: bool, redact:
         row: list[str | Text] = [label]
         if sides:
             row.append(finding.side or "-")
-        row += [_dash(finding.choice), _dash(finding.count), _where(finding.position)]
+        place = f"turn {finding.turn}" if finding.turn is not None else _dash(finding.choice)
+        if finding.tool is not None and not redact:
+            place = f"{place} ({finding.tool})" if finding.turn is not None else finding.tool
+        row += [place, _dash(finding.count), _where(finding.position)]
         table.add_row(*row)
     console.print(table)
 

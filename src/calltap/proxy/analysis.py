@@ -35,7 +35,8 @@ import orjson
 
 from calltap import recordings
 from calltap.codes import Code
-from calltap.compare import Comparison, check_capture, compare, compare_captures
+from calltap.compare import Comparison, check_capture, compare, compare_captures, with_requests
+from calltap.compare_requests import PairRequests, RecordedRequest
 from calltap.dialects import UNKNOWN, transcribe
 from calltap.proxy.capture import write_fully
 from calltap.redact import BodyMasker
@@ -64,6 +65,14 @@ class BodySpec(TypedDict):
     """Body bytes that reached the other side: the recorded body may hold one chunk more."""
 
 
+class RequestSpec(TypedDict):
+    """An earlier upstream attempt's recorded request: compared with the client's, kept apart."""
+
+    attempt: int
+    file: str
+    path: str
+
+
 class Job(TypedDict):
     directory: str
     files: list[str]
@@ -75,6 +84,8 @@ class Job(TypedDict):
     """Compare upstream with downstream, check the one body given, or only measure files."""
     document: dict[str, Any]
     """pair.json without what the worker finds: its legs' `bytes` and `sha256`, the report."""
+    earlier_requests: NotRequired[list[RequestSpec]]
+    """The requests of the upstream attempts other than the compared one."""
     closed_at: float
     """When the capture closed (wall clock): a comparison that waited for the load to pass
     says how long, as pair.json's `compared_after` (seconds)."""
@@ -121,7 +132,8 @@ class Judgement:
 def _finding(data: dict[str, Any]) -> Finding:
     position = data["position"]
     return Finding(Code(data["code"]), data["side"], data["choice"], data["count"],
-                   Position(**position) if position is not None else None, data["detail"])
+                   Position(**position) if position is not None else None, data["detail"],
+                   data.get("turn"), data.get("tool"))
 
 
 class Result(TypedDict):
@@ -196,6 +208,7 @@ def _judge(job: Job, bodies: dict[str, bytes]
         else:
             request = bodies.get(downstream["request_file"] or "")
             comparison = compare_captures(up, down, downstream_request=request)
+        comparison = with_requests(comparison, _requests(job, bodies))
         report = comparison_json(comparison)
         judgement = Judgement.of_comparison(comparison)
         transcripts = [comparison.upstream, comparison.downstream]
@@ -211,6 +224,20 @@ def _judge(job: Job, bodies: dict[str, bytes]
         if spec["ended"] in recordings.HUNG_UP and _end_relayed(spec, transcript, bodies)
     }
     return report, judgement, endings
+
+
+def _requests(job: Job, bodies: dict[str, bytes]) -> PairRequests | None:
+    """The pair's recorded requests, when the client's and the compared attempt's were."""
+    upstream, downstream = job["upstream"], job["downstream"]
+    assert upstream is not None and downstream is not None
+    client = bodies.get(downstream["request_file"] or "")
+    compared = bodies.get(upstream["request_file"] or "")
+    if client is None or compared is None:
+        return None
+    earlier = {spec["attempt"]: RecordedRequest(bodies[spec["file"]], spec["path"])
+               for spec in job.get("earlier_requests", ()) if spec["file"] in bodies}
+    return PairRequests(RecordedRequest(client, downstream["path"]),
+                        RecordedRequest(compared, upstream["path"]), earlier)
 
 
 def _end_relayed(spec: BodySpec, transcript: Transcript, bodies: dict[str, bytes]) -> bool:

@@ -35,7 +35,13 @@ from calltap.proxy.hooks import (
     Recording,
 )
 from calltap.proxy.outcomes import alarms
-from calltap.proxy.pair_document import body_spec, draft, forget_failed, mode_of
+from calltap.proxy.pair_document import (
+    body_spec,
+    draft,
+    earlier_requests,
+    forget_failed,
+    mode_of,
+)
 from calltap.proxy.relay import Leg
 from calltap.recordings import COMPLETE
 
@@ -150,6 +156,7 @@ class Comparisons(Addon):
             "directory": str(recording.directory), "files": files,
             "mask_patterns": self.mask_patterns, "upstream": body_spec(chosen),
             "downstream": body_spec(recording.downstream), "mode": mode,
+            "earlier_requests": earlier_requests(recording, chosen),
             "document": document, "closed_at": closed_at}) if files else None
         if isinstance(result, Skip):
             return await self._skipped(recording, document, mode, chosen, result, files)

@@ -52,8 +52,10 @@ class Metrics(Addon):
             "calltap_pairs", "Compared pairs (or single legs checked) by verdict",
             ["verdict"], registry=self.registry)
         self.divergences = Counter(
-            "calltap_divergences", "Fatal and negotiable findings by code and route",
-            ["code", "route"], registry=self.registry)
+            "calltap_divergences",
+            "Fatal and negotiable findings by code, route and side (downstream: the answer the"
+            " client got; request: the request the provider got)",
+            ["code", "route", "side"], registry=self.registry)
         self.leg_defects = Counter(
             "calltap_leg_defects",
             "Fatal findings of legs with no partner to compare, by code and route",
@@ -142,8 +144,11 @@ class Metrics(Addon):
             self.orphans.labels(leg).inc()
         route = self.route(recording)
         for alarm in event.alarms:
-            counter = self.divergences if alarm.event == "divergence" else self.leg_defects
-            counter.labels(str(alarm.finding.code), route).inc()
+            if alarm.event == "divergence":
+                self.divergences.labels(str(alarm.finding.code), route,
+                                        alarm.side or "downstream").inc()
+            else:
+                self.leg_defects.labels(str(alarm.finding.code), route).inc()
 
     def route(self, recording: Recording) -> str:
         """The compared path the recording's first leg asked for ("" when none matches)."""

@@ -35,7 +35,8 @@ CUT = frozenset({CLIENT_ABORTED, SHUTDOWN})
 """How a client's stream ends when the client hung up or calltap's shutdown cut it before its
 terminal marker or an error frame (a hang-up after either is judged `complete` from what was
 relayed): the shorter stream is nobody's defect, so its findings stay in pair.json (and
-`pair.compared` says how it ended) but raise no `divergence` or `leg.defect` line."""
+`pair.compared` says how it ended) but raise no `divergence` or `leg.defect` line. A request
+finding still does: the request was sent whole, however its answer ended."""
 EVICTED_LOGGED = 20
 """Request ids named in one `pairs.evicted` line (the count covers them all)."""
 
@@ -47,8 +48,12 @@ def alarms(judgement: Judgement | None, mode: str, leg: Leg | None,
     findings (as leg defects). A checked leg's fatal findings are leg defects when it has no
     partner (`unpartnered`: single-leg mode, an orphaned front leg). None for a stream the
     client or shutdown cut."""
-    if judgement is None or leg is None or leg.ended in CUT:
+    if judgement is None or leg is None:
         return []
+    requests = [Alarm("divergence", finding, "request") for finding in judgement.findings
+                if finding.side == "request" and finding.severity in BREAKING]
+    if leg.ended in CUT:
+        return requests if mode == "compare" else []
     if mode == "compare" and judgement.readable:
         return [Alarm("divergence", finding, finding.side)
                 for finding in judgement.findings if finding.severity in BREAKING]
@@ -56,7 +61,7 @@ def alarms(judgement: Judgement | None, mode: str, leg: Leg | None,
         return [Alarm("leg.defect", finding, side)
                 for side in ("upstream", "downstream")
                 for finding in judgement.sides.get(side, ())
-                if finding.severity is Severity.FATAL]
+                if finding.severity is Severity.FATAL] + requests
     if mode == "check" and unpartnered:
         return [Alarm("leg.defect", finding, leg.side)
                 for finding in judgement.findings if finding.severity is Severity.FATAL]
@@ -92,9 +97,11 @@ class DivergenceLog(Addon):
                           ended=leg.ended, **common)
         for alarm in event.alarms:
             finding = alarm.finding
+            place = ({"turn": finding.turn, "tool": finding.tool} if alarm.side == "request"
+                     else {"choice": finding.choice})
             self.log.warning(alarm.event, request_id=recording.key, code=str(finding.code),
                              severity=str(alarm.severity), side=alarm.side,
-                             choice=finding.choice, count=finding.count, capture=capture)
+                             count=finding.count, capture=capture, **place)
 
     def skipped(self, skip: Skip, recording: Recording, capture: str,
                 common: dict[str, Any]) -> None:

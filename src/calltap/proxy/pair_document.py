@@ -12,7 +12,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from calltap.proxy.analysis import BodySpec
+from calltap.proxy.analysis import BodySpec, RequestSpec
 from calltap.proxy.hooks import Mode, Recording
 from calltap.proxy.relay import Leg
 from calltap.recordings import CAPTURE_TRUNCATED
@@ -100,6 +100,13 @@ def body_spec(leg: Leg | None) -> BodySpec | None:
             "content_encoding": leg.content_encoding, "content_type": leg.content_type or None,
             "status": leg.status, "truncated": leg.sink is not None and leg.sink.truncated,
             "ended": leg.ended, "bytes_relayed": leg.bytes}
+
+
+def earlier_requests(recording: Recording, chosen: Leg | None) -> list[RequestSpec]:
+    """The recorded requests of the upstream attempts that are not the compared one."""
+    return [{"attempt": leg.attempt, "file": leg.request_file, "path": leg.path}
+            for leg in recording.attempts
+            if leg is not chosen and leg.request_file is not None and leg.attempt is not None]
 
 
 def forget_failed(leg: Leg) -> None:

@@ -1,0 +1,265 @@
+"""The conversation of two Asks compared turn by turn, by meaning.
+
+- Consecutive turns of one role are one turn (a gateway may merge or split them; Anthropic merges
+  consecutive tool results into one user turn). Empty turns are dropped. `turn` in a finding is
+  the index of the client's turn counted that way.
+- Turns are aligned by role and text (`difflib.SequenceMatcher`), so a turn dropped in the middle
+  is one MESSAGE_CHANGED, not one per turn after it.
+- Text compares with runs of whitespace folded (parts joined, as a gateway joining two messages
+  into one would); media parts compare by kind and digest, where a URL on one side and inline data
+  on the other (a gateway that fetched the URL) match by kind.
+- Tool calls are a multiset of (name, decoded arguments) per turn: ids do not matter.
+- Tool results are followed to their calls: by id where the result names one its side knows, else
+  by function name (the next call of that name in the latest assistant turn), and identified by
+  that call's name, arguments and occurrence and how many turns back it stands. A result linked
+  to another call (two results naming one id) is therefore a change, whatever the ids.
+- A tool result's media the provider's dialect cannot carry inside a result, moved into the turn
+  beside it, is REQUEST_PART_UNSUPPORTED; dropped, it is HISTORY_TOOL_RESULT_CHANGED.
+- Reasoning in an assistant turn: dropped or its signature lost is HISTORY_REASONING_CHANGED where
+  the provider's dialect can carry it (REQUEST_PART_UNSUPPORTED where not); turned into the turn's
+  visible text it is HISTORY_REASONING_CHANGED always.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from calltap.ask import Ask, Part, ToolResult, Turn
+from calltap.codes import Code
+from calltap.transcript import Finding
+
+
+def normalized_text(parts: Iterable[Part]) -> str:
+    """The text parts joined, each run of whitespace folded to one space."""
+    return " ".join(" ".join(part.text.split()) for part in parts
+                    if part.kind == "text" and part.text and not part.text.isspace())
+
+
+def merged_turns(turns: Iterable[Turn]) -> list[Turn]:
+    """Consecutive turns of one role as one; empty turns left out."""
+    merged: list[Turn] = []
+    for turn in turns:
+        if not (turn.parts or turn.calls or turn.results or turn.reasoning):
+            continue
+        if merged and merged[-1].role == turn.role:
+            last = merged[-1]
+            last.parts += turn.parts
+            last.calls += turn.calls
+            last.results += turn.results
+            last.reasoning += turn.reasoning
+        else:
+            merged.append(Turn(turn.role, list(turn.parts), list(turn.calls),
+                               list(turn.results), list(turn.reasoning)))
+    return merged
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    """A tool result as compared: what it answers, what it says, whether it is an error."""
+
+    link: Hashable
+    text: str
+    media: tuple[str, ...]
+    error: bool
+
+
+def compare_history(client: Ask, provider: Ask, carries: frozenset[str]) -> list[Finding]:
+    mine, theirs = merged_turns(client.turns), merged_turns(provider.turns)
+    my_results, their_results = _linked_results(mine), _linked_results(theirs)
+    matcher = SequenceMatcher(None, [_signature(turn) for turn in mine],
+                              [_signature(turn) for turn in theirs], autojunk=False)
+    findings: list[Finding] = []
+    for _tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        paired = min(i2 - i1, j2 - j1)
+        for offset in range(paired):
+            i, j = i1 + offset, j1 + offset
+            findings.extend(_compare_turn(i, mine[i], theirs[j], my_results[i],
+                                          their_results[j], carries))
+        for i in range(i1 + paired, i2):
+            findings.append(_changed(Code.MESSAGE_CHANGED, i, f"{mine[i].role} turn dropped"))
+        for j in range(j1 + paired, j2):
+            findings.append(_changed(Code.MESSAGE_CHANGED, i1 + paired,
+                                     f"{theirs[j].role} turn added upstream"))
+    return findings
+
+
+def _signature(turn: Turn) -> Hashable:
+    return turn.role, normalized_text(turn.parts)
+
+
+def _changed(code: Code, turn: int, detail: str) -> Finding:
+    return Finding(code, "request", detail=detail, turn=turn)
+
+
+def _compare_turn(index: int, mine: Turn, theirs: Turn, my_results: list[_Result],
+                  their_results: list[_Result], carries: frozenset[str]) -> list[Finding]:
+    findings: list[Finding] = []
+    moved: list[str] = []
+    if mine.role != theirs.role:
+        findings.append(_changed(Code.MESSAGE_CHANGED, index, f"{mine.role} -> {theirs.role}"))
+    findings.extend(_results(index, my_results, their_results, theirs, carries, moved))
+    findings.extend(_text_and_media(index, mine, theirs, moved))
+    calls_lost = Counter((c.name, c.arguments) for c in mine.calls)
+    calls_lost.subtract(Counter((c.name, c.arguments) for c in theirs.calls))
+    if any(calls_lost.values()):
+        count = sum(abs(n) for n in calls_lost.values())
+        names = sorted({name for (name, _), n in calls_lost.items() if n})
+        findings.append(Finding(Code.HISTORY_TOOL_CALL_CHANGED, "request", count=count,
+                                turn=index, detail="calls differ: " + ", ".join(names)))
+    findings.extend(_reasoning(index, mine, theirs, carries))
+    return findings
+
+
+def _text_and_media(index: int, mine: Turn, theirs: Turn, moved: list[str]) -> list[Finding]:
+    findings: list[Finding] = []
+    mine_text, their_text = normalized_text(mine.parts), normalized_text(theirs.parts)
+    if mine_text != their_text and not _reasoning_as_text(mine, mine_text, their_text):
+        findings.append(_changed(Code.MESSAGE_CHANGED, index,
+                                 f"text: {len(mine_text)} chars -> {len(their_text)} chars"))
+    lost, added = media_difference(_media(mine.parts), _media(theirs.parts))
+    for digest in moved:
+        if digest in added:
+            added.remove(digest)
+    if lost or added:
+        findings.append(Finding(Code.MESSAGE_CHANGED, "request", count=len(lost) + len(added),
+                                turn=index, detail=_media_said(lost, added)))
+    return findings
+
+
+def _media(parts: Iterable[Part]) -> list[str]:
+    return [f"{part.kind}:{part.digest}" for part in parts if part.kind != "text"]
+
+
+def media_difference(mine: list[str], theirs: list[str]) -> tuple[list[str], list[str]]:
+    """Media only on one side and only on the other; a URL matches inline data of its kind."""
+    lost, added = list(mine), list(theirs)
+    for item in mine:
+        if item in added:
+            added.remove(item)
+            lost.remove(item)
+    for item in list(lost):
+        kind, _, digest = item.partition(":")
+        partner = next((other for other in added if other.partition(":")[0] == kind
+                        and ("url:" in (digest[:4], other.partition(":")[2][:4]))), None)
+        if partner is not None:
+            added.remove(partner)
+            lost.remove(item)
+    return lost, added
+
+
+def _media_said(lost: list[str], added: list[str]) -> str:
+    kinds = [f"{item.partition(':')[0]} dropped" for item in lost]
+    kinds += [f"{item.partition(':')[0]} added" for item in added]
+    return "media: " + ", ".join(kinds)
+
+
+def _linked_results(turns: list[Turn]) -> list[list[_Result]]:
+    """Each turn's tool results as compared, each linked to the call it answers."""
+    calls: dict[str, tuple[int, Hashable]] = {}
+    by_name: dict[str, list[tuple[int, Hashable]]] = {}
+    linked: list[list[_Result]] = []
+    for index, turn in enumerate(turns):
+        seen: Counter[Hashable] = Counter()
+        named: dict[str, list[tuple[int, Hashable]]] = {}
+        for call in turn.calls:
+            identity = (call.name, call.arguments, seen[(call.name, call.arguments)])
+            seen[(call.name, call.arguments)] += 1
+            if call.id is not None:
+                calls.setdefault(call.id, (index, identity))
+            named.setdefault(call.name, []).append((index, identity))
+        if turn.calls:
+            by_name = named
+        linked.append([_result(index, result, calls, by_name) for result in turn.results])
+    return linked
+
+
+def _result(index: int, result: ToolResult, calls: dict[str, tuple[int, Hashable]],
+            by_name: dict[str, list[tuple[int, Hashable]]]) -> _Result:
+    answered = calls.get(result.call_id) if result.call_id is not None else None
+    if answered is None and result.name is not None and by_name.get(result.name):
+        answered = by_name[result.name].pop(0)
+    link = ("unlinked",) if answered is None else (index - answered[0], answered[1])
+    return _Result(link, normalized_text(result.parts), tuple(sorted(_media(result.parts))),
+                   result.is_error is True)
+
+
+def _results(index: int, mine: list[_Result], theirs: list[_Result], their_turn: Turn,
+             carries: frozenset[str], moved: list[str]) -> list[Finding]:
+    """Results matched whole first, then by link; what is left was lost or relinked."""
+    left = list(theirs)
+    unmatched: list[_Result] = []
+    findings: list[Finding] = []
+    for result in mine:
+        twin = next((other for other in left if (other.link, other.text, other.media)
+                     == (result.link, result.text, result.media)), None)
+        if twin is None:
+            unmatched.append(result)
+            continue
+        left.remove(twin)
+        if result.error != twin.error:
+            findings.append(_error_flag(index, result, twin, carries))
+    for result in unmatched:
+        twin = next((other for other in left if other.link == result.link), None)
+        if twin is not None:
+            left.remove(twin)
+            findings.append(_content_change(index, result, twin, their_turn, carries, moved))
+        else:
+            findings.append(_changed(Code.HISTORY_TOOL_RESULT_CHANGED, index,
+                                     "a result is missing or linked to another call"))
+    findings.extend(_changed(Code.HISTORY_TOOL_RESULT_CHANGED, index,
+                             "a result upstream answers no call the client's did")
+                    for _ in left)
+    return findings
+
+
+def _error_flag(index: int, mine: _Result, theirs: _Result, carries: frozenset[str]) -> Finding:
+    if mine.error and "result.error" not in carries:
+        return _changed(Code.REQUEST_PART_UNSUPPORTED, index, "result.error: dropped")
+    return _changed(Code.HISTORY_TOOL_RESULT_CHANGED, index,
+                    f"error flag {mine.error} -> {theirs.error}")
+
+
+def _content_change(index: int, mine: _Result, theirs: _Result, their_turn: Turn,
+                    carries: frozenset[str], moved: list[str]) -> Finding:
+    """A result whose text or media changed; media the provider cannot carry in a result,
+    found beside it in the turn, was moved, not lost."""
+    lost, added = media_difference(list(mine.media), list(theirs.media))
+    beside = _media(their_turn.parts)
+    if (mine.text == theirs.text and not added and lost and "result.media" not in carries
+            and all(item in beside for item in lost)):
+        moved.extend(lost)
+        return _changed(Code.REQUEST_PART_UNSUPPORTED, index,
+                        "result.media: moved beside the result")
+    what = "text" if mine.text != theirs.text else _media_said(lost, added)
+    return _changed(Code.HISTORY_TOOL_RESULT_CHANGED, index, f"a result's {what} changed")
+
+
+def _reasoning(index: int, mine: Turn, theirs: Turn, carries: frozenset[str]) -> list[Finding]:
+    if not mine.reasoning:
+        return []
+    text_mine = " ".join(" ".join(r.text.split()) for r in mine.reasoning if r.text)
+    text_theirs = " ".join(" ".join(r.text.split()) for r in theirs.reasoning if r.text)
+    if _reasoning_as_text(mine, normalized_text(mine.parts), normalized_text(theirs.parts)):
+        return [_changed(Code.HISTORY_REASONING_CHANGED, index, "reasoning became visible text")]
+    if not theirs.reasoning:
+        if "history.reasoning" not in carries:
+            return [_changed(Code.REQUEST_PART_UNSUPPORTED, index, "history.reasoning: dropped")]
+        return [_changed(Code.HISTORY_REASONING_CHANGED, index, "reasoning dropped")]
+    signed = sum(r.signed for r in mine.reasoning)
+    if signed > sum(r.signed for r in theirs.reasoning) and "history.signature" in carries:
+        return [_changed(Code.HISTORY_REASONING_CHANGED, index, "reasoning signature lost")]
+    if signed and text_mine != text_theirs:
+        return [_changed(Code.HISTORY_REASONING_CHANGED, index, "signed reasoning text changed")]
+    return []
+
+
+def _reasoning_as_text(mine: Turn, mine_text: str, their_text: str) -> bool:
+    """The provider's turn text is the client's with the reasoning's text added to it."""
+    reasoning = " ".join(" ".join(r.text.split()) for r in mine.reasoning if r.text)
+    if not reasoning or mine_text == their_text:
+        return False
+    return reasoning in their_text and " ".join(
+        their_text.replace(reasoning, "", 1).split()) == mine_text
