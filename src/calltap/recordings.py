@@ -267,13 +267,15 @@ def request_body(directory: Path, leg: dict[str, Any] | None) -> bytes | None:
 
 
 def pair_requests(directory: Path) -> PairRequests | None:
-    """A recorded pair's requests, as its pair.json names them: the client's, the compared
+    """A recorded pair's requests, as its pair.json names them (without one, the files named as
+    calltap names them: `downstream.request`, `upstream.request`): the client's, the compared
     attempt's, and the earlier attempts' by number; None unless the first two were recorded."""
     try:
         document = read_pair(directory)
     except PairUnreadable:
-        return None
-    legs = pair_legs(directory)
+        document = {}
+    legs = pair_legs(directory) or {side: {"request_file": request_name(side)}
+                                    for side in SIDES_REQUESTS}
     client, compared = (_recorded_request(directory, legs.get(side)) for side in SIDES_REQUESTS)
     if client is None or compared is None:
         return None
