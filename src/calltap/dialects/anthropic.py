@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from calltap.dialects import anthropic_request
 from calltap.dialects.base import Framing
 from calltap.dialects.common import (
     BODY,
@@ -244,3 +245,4 @@ reduce_events = MessagesReducer.reduce_events
 reduce_json = MessagesReducer.reduce_json
 conversation = chat_conversation
 usage_requested = usage_always_given
+REQUEST = anthropic_request

@@ -30,6 +30,7 @@ block (`toolUseId`, `name`, `input` object) is a whole call whose index is its p
 On the request side, Converse `messages` hold content blocks without a `type`: `{text}` blocks
 become text parts and `{toolResult: {content: [{text}]}}` blocks tool results for the
 fingerprint; tools are `toolConfig.tools[].toolSpec.name`; the top-level `system` is skipped.
+`bedrock_request` reads the whole request to an Ask.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from calltap.dialects import bedrock_request
 from calltap.dialects.base import Conversation, Framing
 from calltap.dialects.common import (
     BODY,
@@ -232,6 +234,7 @@ class _Reducer(SingleChoiceReducer[EndedCall]):
 reduce_events = _Reducer.reduce_events
 reduce_json = _Reducer.reduce_json
 usage_requested = usage_always_given
+REQUEST = bedrock_request
 
 
 def conversation(request: dict[str, Any]) -> Conversation | None:

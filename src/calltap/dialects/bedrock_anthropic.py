@@ -14,7 +14,9 @@ It is Anthropic Messages in another framing, so its transcripts name the `anthro
 dialect: the registry holds it beside `anthropic` under that one name, and the framing of a body
 tells the two apart. `/invoke` answers with an Anthropic message body, which the content already
 names as Anthropic Messages. The request is an
-Anthropic Messages body (with `anthropic_version` instead of `model`): its `messages` and `tools`.
+Anthropic Messages body (with `anthropic_version` instead of `model`): its `messages` and `tools`
+for the fingerprint, and the whole of it to an Ask by `anthropic_request`, which takes the model
+and whether it streams from the path.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from calltap.dialects import anthropic
+from calltap.dialects import anthropic, anthropic_request
 from calltap.dialects.anthropic import MessagesReducer
 from calltap.dialects.base import Framing
 from calltap.dialects.bedrock import error_of
@@ -85,3 +87,4 @@ reduce_events = _Reducer.reduce_events
 reduce_json = _Reducer.reduce_json
 conversation = chat_conversation
 usage_requested = usage_always_given
+REQUEST = anthropic_request
