@@ -32,6 +32,7 @@ from calltap.ask import (
     ToolChoice,
 )
 from calltap.codes import Code
+from calltap.compare_requests import compare_requests
 from calltap.dialects import anthropic, bedrock_anthropic, openai_chat_request
 from calltap.dialects.anthropic_request import ask, bedrock_model
 from calltap.dialects.asks import read_ask
@@ -449,3 +450,40 @@ def test_what_the_dialect_carries_and_requires() -> None:
             "result.media", "result.error"} <= side.CARRIES
     assert not {"sampling.seed", "sampling.frequency_penalty", "sampling.presence_penalty",
                 "media.audio"} & side.CARRIES
+
+
+@pytest.mark.parametrize(("thinking", "verdict"), [
+    ({"type": "enabled", "budget_tokens": 1024}, "equal"),
+    (None, "diverged"),
+], ids=["forwarded", "removed (LiteLLM #18926)"])
+def test_the_comparison_sees_thinking_removed_with_thinking_in_history(
+        thinking: dict[str, Any] | None, verdict: str) -> None:
+    client = openai_chat_request.ask({
+        "model": "m", "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"type": "function", "function": {"name": "f",
+                                                    "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Checking.", "thinking_blocks": [
+                {"type": "thinking", "thinking": "A tool is needed.", "signature": "c2ln"}],
+             "tool_calls": [{"id": "toolu_1", "type": "function",
+                             "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "toolu_1", "content": "done"}]})
+    upstream: dict[str, Any] = {
+        "model": "m", "max_tokens": 4096,
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "A tool is needed.", "signature": "c2ln"},
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}]}]}
+    if thinking is not None:
+        upstream["thinking"] = thinking
+    comparison = compare_requests(client, ask(upstream, "/v1/messages"))
+    assert comparison.verdict == verdict
+    if verdict == "diverged":
+        (finding,) = comparison.findings
+        assert finding.code is Code.SAMPLING_CHANGED and "thinking" in finding.detail

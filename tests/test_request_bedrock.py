@@ -32,6 +32,7 @@ from calltap.ask import (
     ToolChoice,
 )
 from calltap.codes import Code
+from calltap.compare_requests import compare_requests
 from calltap.dialects import anthropic_request, bedrock, openai_chat_request
 from calltap.dialects.asks import read_ask
 from calltap.dialects.bedrock_request import ask
@@ -463,3 +464,47 @@ def test_a_body_that_is_no_converse_request_is_unreadable(body: dict[str, Any],
     assert not result.readable and result.dialect == "bedrock.converse"
     (finding,) = result.findings
     assert finding.code is Code.REQUEST_UNREADABLE and reason in finding.detail
+
+
+def _chat_with_results(results: list[tuple[str, str]]) -> Ask:
+    return openai_chat_request.ask({"model": "m", "messages": [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "call_2", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Rome"}'}}]},
+        *({"role": "tool", "tool_call_id": link, "content": said} for link, said in results)],
+        "tools": [{"type": "function", "function": {"name": "weather",
+                                                    "parameters": {"type": "object"}}}]})
+
+
+def _converse_with_results(results: list[tuple[str, str]]) -> Ask:
+    return ask({"messages": [
+        {"role": "user", "content": [{"text": "Weather in Paris and Rome?"}]},
+        {"role": "assistant", "content": [
+            {"toolUse": {"toolUseId": "call_1", "name": "weather", "input": {"city": "Paris"}}},
+            {"toolUse": {"toolUseId": "call_2", "name": "weather", "input": {"city": "Rome"}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": link, "content": [
+            {"text": said}]}} for link, said in results]}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "weather",
+                                               "inputSchema": {"json": {"type": "object"}}}}]}},
+        "/model/m/converse")
+
+
+@pytest.mark.parametrize(("client", "provider", "codes"), [
+    ([("call_1", "20 C"), ("call_2", "25 C")], [("call_1", "20 C"), ("call_2", "25 C")], []),
+    ([("call_1", "20 C"), ("call_1", "20 C")], [("call_1", "20 C"), ("call_1", "20 C")], []),
+    ([("call_1", "20 C"), ("call_1", "20 C")], [("call_1", "20 C")],
+     [Code.HISTORY_TOOL_RESULT_CHANGED]),
+    ([("call_1", "20 C"), ("call_2", "25 C")], [("call_1", "20 C"), ("call_1", "25 C")],
+     [Code.HISTORY_TOOL_RESULT_CHANGED, Code.HISTORY_TOOL_RESULT_CHANGED]),
+], ids=["faithful", "duplicates forwarded", "duplicates merged away", "relinked to one id"])
+def test_the_comparison_sees_results_merged_under_one_id(
+        client: list[tuple[str, str]], provider: list[tuple[str, str]],
+        codes: list[Code]) -> None:
+    """The shapes around LiteLLM #20047, read by this side and compared: duplicates forwarded as
+    the client sent them are faithful; a result merged away, or a second result sent under the
+    first call's id, is a changed history."""
+    comparison = compare_requests(_chat_with_results(client), _converse_with_results(provider))
+    assert [finding.code for finding in comparison.findings] == codes
