@@ -9,7 +9,8 @@
   into one would); media parts compare by kind and digest, where a URL on one side and inline data
   on the other (a gateway that fetched the URL) match by kind.
 - Tool calls are a multiset of (name, decoded arguments) per turn: ids do not matter.
-- Tool results are followed to their calls: by id where the result names one its side knows, else
+- Tool results are followed to their calls (their text compared as JSON by meaning when it is
+  JSON): by id where the result names one its side knows, else
   by function name (the next call of that name in the latest assistant turn), and identified by
   that call's name, arguments and occurrence and how many turns back it stands. A result linked
   to another call (two results naming one id) is therefore a change, whatever the ids.
@@ -29,6 +30,7 @@ from difflib import SequenceMatcher
 
 from calltap.ask import Ask, Part, ToolResult, Turn
 from calltap.codes import Code
+from calltap.jsonvalues import JsonInvalid, decode_strict
 from calltap.transcript import Finding
 
 
@@ -61,7 +63,7 @@ class _Result:
     """A tool result as compared: what it answers, what it says, whether it is an error."""
 
     link: Hashable
-    text: str
+    text: Hashable
     media: tuple[str, ...]
     error: bool
 
@@ -182,8 +184,22 @@ def _result(index: int, result: ToolResult, calls: dict[str, tuple[int, Hashable
     if answered is None and result.name is not None and by_name.get(result.name):
         answered = by_name[result.name].pop(0)
     link = ("unlinked",) if answered is None else (index - answered[0], answered[1])
-    return _Result(link, normalized_text(result.parts), tuple(sorted(_media(result.parts))),
+    return _Result(link, _result_text(result.parts), tuple(sorted(_media(result.parts))),
                    result.is_error is True)
+
+
+def _result_text(parts: Iterable[Part]) -> Hashable:
+    """A tool result's text by meaning: JSON by its decoded value (a gateway may re-serialize
+    a JSON result: Bedrock's `{"json": …}` blocks, Gemini's `response` objects), else its text
+    with whitespace folded."""
+    parts = list(parts)
+    raw = "".join(part.text for part in parts if part.kind == "text" and part.text).strip()
+    if raw[:1] in ("{", "["):
+        try:
+            return ("json", decode_strict(raw).key)
+        except JsonInvalid:
+            pass
+    return normalized_text(parts)
 
 
 def _results(index: int, mine: list[_Result], theirs: list[_Result], their_turn: Turn,
