@@ -157,13 +157,15 @@ def content_parts(content: Any) -> list[Part]:
             audio = need(part.get("input_audio"), dict, "input_audio")
             parts.append(inline_media("audio", audio.get("data")))
         elif kind == "file":
-            parts.append(_file(need(part.get("file"), dict, "a file part")))
+            parts.append(file_part(need(part.get("file"), dict, "a file part")))
         elif kind == "refusal" and isinstance(part.get("refusal"), str):
             parts.append(text(part["refusal"]))
     return parts
 
 
-def _file(file: dict[str, Any]) -> Part:
+def file_part(file: dict[str, Any]) -> Part:
+    """A file given inline (`file_data`: a data URL or bare base64) or by `file_id`: Chat's `file`
+    object, and a Responses `input_file` part, which has the same fields."""
     data = file.get("file_data")
     if isinstance(data, str):
         if data.startswith("data:"):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from calltap.dialects import openai_responses_request
 from calltap.dialects.base import Conversation, Framing
 from calltap.dialects.common import (
     BODY,
@@ -237,6 +238,7 @@ class _Reducer(TypedEventReducer[_Call]):
 reduce_events = _Reducer.reduce_events
 reduce_json = _Reducer.reduce_json
 usage_requested = usage_always_given
+REQUEST = openai_responses_request
 
 
 def conversation(request: dict[str, Any]) -> Conversation | None:
