@@ -54,6 +54,7 @@ from typing import Any
 import orjson
 
 from calltap.codes import Code
+from calltap.dialects import gemini_request
 from calltap.dialects.base import Conversation, Framing
 from calltap.dialects.common import (
     PendingCall,
@@ -66,6 +67,7 @@ from calltap.dialects.common import (
     record_error,
     usage_always_given,
 )
+from calltap.dialects.gemini_request import field
 from calltap.sse import Event
 from calltap.transcript import (
     Choice,
@@ -271,6 +273,7 @@ reduce_json = _Reducer.reduce_json
 
 
 usage_requested = usage_always_given
+REQUEST = gemini_request
 
 
 def conversation(request: dict[str, Any]) -> Conversation | None:
@@ -284,11 +287,11 @@ def conversation(request: dict[str, Any]) -> Conversation | None:
     the API accepts (`systemInstruction` and `system_instruction`, …) are read; a single part
     object stands for a list of one. Tool names come from `tools[].functionDeclarations[].name`.
     """
-    contents = _field(request, "contents")
+    contents = field(request, "contents")
     if contents.__class__ is not list:
         return None
     entries: list[dict[str, Any]] = []
-    system = _field(request, "systemInstruction")
+    system = field(request, "systemInstruction")
     if system.__class__ is dict:
         entries.append({"role": "system", "content": _texts(_parts(system))})
     for content in contents:
@@ -303,7 +306,7 @@ def _entries(content: dict[str, Any]) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     texts: list[dict[str, str]] = []
     for part in _parts(content):
-        response = _field(part, "functionResponse")
+        response = field(part, "functionResponse")
         if response.__class__ is dict:
             if texts:
                 entries.append({"role": role, "content": texts})
@@ -352,7 +355,7 @@ def _function_names(tools: Any) -> list[str]:
         return []
     names: list[str] = []
     for tool in tools:
-        declarations = _field(tool, "functionDeclarations") if tool.__class__ is dict else None
+        declarations = field(tool, "functionDeclarations") if tool.__class__ is dict else None
         if declarations.__class__ is list:
             names += [
                 declaration["name"]
@@ -360,10 +363,3 @@ def _function_names(tools: Any) -> list[str]:
                 if declaration.__class__ is dict and declaration.get("name").__class__ is str
             ]
     return names
-
-
-def _field(value: dict[str, Any], name: str) -> Any:
-    """A request field by its JSON name or its proto name (`functionCall`, `function_call`)."""
-    if name in value:
-        return value[name]
-    return value.get("".join("_" + c.lower() if c.isupper() else c for c in name))
