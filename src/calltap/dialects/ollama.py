@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from calltap.dialects import ollama_request
 from calltap.dialects.base import Framing
 from calltap.dialects.common import (
     canonical_arguments,
@@ -146,3 +147,4 @@ reduce_events = _Reducer.reduce_events
 reduce_json = _Reducer.reduce_json
 conversation = chat_conversation
 usage_requested = usage_always_given
+REQUEST = ollama_request
