@@ -187,12 +187,18 @@ def _media(part: dict[str, Any]) -> Part | None:
     inline = field(part, "inlineData")
     if inline is not None:
         inline = need(inline, dict, "inlineData")
-        return inline_media(media_kind(field(inline, "mimeType")), inline.get("data"))
+        return inline_media(_kind(inline), inline.get("data"))
     file = field(part, "fileData")
     if file is not None:
         file = need(file, dict, "fileData")
-        return url_media(media_kind(field(file, "mimeType")), field(file, "fileUri"))
+        return url_media(_kind(file), field(file, "fileUri"))
     return None
+
+
+def _kind(blob: dict[str, Any]) -> str:
+    """The media kind an `inlineData` or `fileData` names by its `mimeType`."""
+    mime = field(blob, "mimeType")
+    return media_kind(None if mime is None else need(mime, str, "a mimeType"))
 
 
 def _result(response: dict[str, Any]) -> ToolResult:
