@@ -4,7 +4,10 @@
   consecutive tool results into one user turn). Empty turns are dropped. `turn` in a finding is
   the index of the client's turn counted that way.
 - Turns are aligned by role and text (`difflib.SequenceMatcher`), so a turn dropped in the middle
-  is one MESSAGE_CHANGED, not one per turn after it.
+  is one finding, not one per turn after it. A turn dropped or added is found by what it held:
+  MESSAGE_CHANGED for its text and media, HISTORY_TOOL_CALL_CHANGED for its calls,
+  HISTORY_TOOL_RESULT_CHANGED for its results (a tool message dropped between two assistant turns
+  takes its turn with it).
 - Text compares with runs of whitespace folded (parts joined, as a gateway joining two messages
   into one would); media parts compare by kind and digest, where a URL on one side and inline data
   on the other (a gateway that fetched the URL) match by kind.
@@ -15,7 +18,8 @@
   that call's name, arguments and occurrence and how many turns back it stands. A result linked
   to another call (two results naming one id) is therefore a change, whatever the ids.
 - A tool result's media the provider's dialect cannot carry inside a result, moved into the turn
-  beside it, is REQUEST_PART_UNSUPPORTED; dropped, it is HISTORY_TOOL_RESULT_CHANGED.
+  beside it (found there upstream over what the client's turn holds), is
+  REQUEST_PART_UNSUPPORTED; dropped, it is HISTORY_TOOL_RESULT_CHANGED.
 - Reasoning in an assistant turn: dropped or its signature lost is HISTORY_REASONING_CHANGED where
   the provider's dialect can carry it (REQUEST_PART_UNSUPPORTED where not); turned into the turn's
   visible text it is HISTORY_REASONING_CHANGED always.
@@ -81,10 +85,25 @@ def compare_history(client: Ask, provider: Ask, carries: frozenset[str]) -> list
             findings.extend(_compare_turn(i, mine[i], theirs[j], my_results[i],
                                           their_results[j], carries))
         for i in range(i1 + paired, i2):
-            findings.append(_changed(Code.MESSAGE_CHANGED, i, f"{mine[i].role} turn dropped"))
+            findings.extend(_unpaired(i, mine[i], "dropped"))
         for j in range(j1 + paired, j2):
-            findings.append(_changed(Code.MESSAGE_CHANGED, i1 + paired,
-                                     f"{theirs[j].role} turn added upstream"))
+            findings.extend(_unpaired(i1 + paired, theirs[j], "added upstream"))
+    return findings
+
+
+def _unpaired(index: int, turn: Turn, what: str) -> list[Finding]:
+    """A turn with no counterpart on the other side, found by what it held."""
+    findings: list[Finding] = []
+    if turn.parts or not (turn.calls or turn.results):
+        findings.append(_changed(Code.MESSAGE_CHANGED, index, f"{turn.role} turn {what}"))
+    if turn.calls:
+        names = ", ".join(sorted({call.name for call in turn.calls}))
+        findings.append(Finding(Code.HISTORY_TOOL_CALL_CHANGED, "request", count=len(turn.calls),
+                                turn=index, detail=f"calls {what} with their turn: {names}"))
+    if turn.results:
+        findings.append(Finding(Code.HISTORY_TOOL_RESULT_CHANGED, "request",
+                                count=len(turn.results), turn=index,
+                                detail=f"results {what} with their turn"))
     return findings
 
 
@@ -102,7 +121,8 @@ def _compare_turn(index: int, mine: Turn, theirs: Turn, my_results: list[_Result
     moved: list[str] = []
     if mine.role != theirs.role:
         findings.append(_changed(Code.MESSAGE_CHANGED, index, f"{mine.role} -> {theirs.role}"))
-    findings.extend(_results(index, my_results, their_results, theirs, carries, moved))
+    beside = media_difference(_media(mine.parts), _media(theirs.parts))[1]
+    findings.extend(_results(index, my_results, their_results, beside, carries, moved))
     findings.extend(_text_and_media(index, mine, theirs, moved))
     calls_lost = Counter((c.name, c.arguments) for c in mine.calls)
     calls_lost.subtract(Counter((c.name, c.arguments) for c in theirs.calls))
@@ -202,7 +222,7 @@ def _result_text(parts: Iterable[Part]) -> Hashable:
     return normalized_text(parts)
 
 
-def _results(index: int, mine: list[_Result], theirs: list[_Result], their_turn: Turn,
+def _results(index: int, mine: list[_Result], theirs: list[_Result], beside: list[str],
              carries: frozenset[str], moved: list[str]) -> list[Finding]:
     """Results matched whole first, then by link; what is left was lost or relinked."""
     left = list(theirs)
@@ -221,7 +241,7 @@ def _results(index: int, mine: list[_Result], theirs: list[_Result], their_turn:
         twin = next((other for other in left if other.link == result.link), None)
         if twin is not None:
             left.remove(twin)
-            findings.append(_content_change(index, result, twin, their_turn, carries, moved))
+            findings.append(_content_change(index, result, twin, beside, carries, moved))
         else:
             findings.append(_changed(Code.HISTORY_TOOL_RESULT_CHANGED, index,
                                      "a result is missing or linked to another call"))
@@ -238,14 +258,16 @@ def _error_flag(index: int, mine: _Result, theirs: _Result, carries: frozenset[s
                     f"error flag {mine.error} -> {theirs.error}")
 
 
-def _content_change(index: int, mine: _Result, theirs: _Result, their_turn: Turn,
+def _content_change(index: int, mine: _Result, theirs: _Result, beside: list[str],
                     carries: frozenset[str], moved: list[str]) -> Finding:
     """A result whose text or media changed; media the provider cannot carry in a result,
-    found beside it in the turn, was moved, not lost."""
+    found beside it in the turn (`beside`: media only the provider's turn holds, of which
+    `moved` is taken), was moved, not lost."""
     lost, added = media_difference(list(mine.media), list(theirs.media))
-    beside = _media(their_turn.parts)
+    spare = Counter(beside)
+    spare.subtract(moved)
     if (mine.text == theirs.text and not added and lost and "result.media" not in carries
-            and all(item in beside for item in lost)):
+            and all(spare[item] >= count for item, count in Counter(lost).items())):
         moved.extend(lost)
         return _changed(Code.REQUEST_PART_UNSUPPORTED, index,
                         "result.media: moved beside the result")
