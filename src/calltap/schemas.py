@@ -11,10 +11,10 @@ turns `const` into a one-value `enum`, writes Gemini's upper-case types, drops a
 - annotations dropped (`title`, `description`, `examples`, `default`, `$comment`, `$schema`,
   `$id`, `deprecated`, `readOnly`, `writeOnly`, Gemini's `propertyOrdering`): they change no
   argument's acceptance;
-- `const: v` as `enum: [v]`; `enum`, `required` and `type` as sets (sorted lists); `type`
-  lower-cased, `nullable: true` (OpenAPI's, Gemini's) as a `null` type; `anyOf` and `oneOf`
-  branches as sets; an empty `properties` or `required`, and `additionalProperties: true`,
-  dropped (they are the defaults).
+- `const: v` as `enum: [v]` (beside an `enum`, the values both allow: `[v]` or none); `enum`,
+  `required` and `type` as sets (sorted lists); `type` lower-cased, `nullable: true` (OpenAPI's,
+  Gemini's) as a `null` type; `anyOf` and `oneOf` branches as sets; an empty `properties` or
+  `required`, and `additionalProperties: true`, dropped (they are the defaults).
 
 Values inside `enum` compare by the argument equality rules (`jsonvalues.canonical_key`): `1` and
 `1.0` are one value, `true` and `1` are two. `normalize` takes `without`: keywords to drop
@@ -125,8 +125,10 @@ class _Normalizer:
 def _canonical_keywords(result: dict[str, Any]) -> dict[str, Any]:
     """`const` as `enum`, `nullable` as a type, sets as sorted lists, defaults dropped."""
     if "const" in result:
-        result.setdefault("enum", [result["const"]])
-        del result["const"]
+        const = result.pop("const")
+        enum = result.get("enum")
+        allowed = not isinstance(enum, list) or canonical_key(const) in map(canonical_key, enum)
+        result["enum"] = [const] if allowed else []
     if isinstance(result.get("type"), str):
         result["type"] = [result["type"]]
     if isinstance(result.get("type"), list):
