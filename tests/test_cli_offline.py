@@ -232,6 +232,36 @@ def test_scan_summarises_a_recordings_tree(tmp_path: Path) -> None:
     ]
 
 
+def chat_request(*tools: str) -> dict[str, object]:
+    """A Chat Completions request offering these function tools."""
+    return {"model": "gpt-4o", "stream": True,
+            "messages": [{"role": "user", "content": "What is the weather?"}],
+            "tools": [{"type": "function", "function": {"name": name, "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}}}}
+                for name in tools]}
+
+
+def test_scan_compares_the_recorded_requests_too(tmp_path: Path) -> None:
+    """Equal answers, but the provider was offered one of the client's two tools."""
+    directory = record(tmp_path, "req-asked", "seed.upstream.sse", "seed.litellm.sse")
+    write_pair(directory)
+    pair = json.loads((directory / "pair.json").read_text())
+    for side, tools in (("downstream", ("weather", "clock")), ("upstream", ("weather",))):
+        (directory / f"{side}.request").write_text(json.dumps(chat_request(*tools)))
+        pair["legs"][side]["request_file"] = f"{side}.request"
+    (directory / "pair.json").write_text(json.dumps(pair))
+
+    result = calltap("scan", tmp_path, "--json")
+    summary = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert summary["verdicts"] == {"diverged": 1}
+    assert summary["codes"] == {"REQUEST_TOOL_DROPPED": 1}
+    assert summary["not_equal"] == [{"capture": "2026-11-30/req-asked", "kind": "pair",
+                                     "verdict": "diverged", "codes": ["REQUEST_TOOL_DROPPED"]}]
+    table = calltap("scan", tmp_path)
+    assert "REQUEST_TOOL_DROPPED" in table.stdout and "2026-11-30/req-asked" in table.stdout
+
+
 def test_scan_exit_codes_follow_the_worst_verdict(tmp_path: Path) -> None:
     record(tmp_path, "req-1", "seed.upstream.sse", "seed.litellm.sse")
     equal = calltap("scan", tmp_path)

@@ -3,9 +3,11 @@
 Every directory under DIR that holds an upstream.<ext> and/or a downstream.<ext> body (the
 recordings/<day>/<request-id>/ layout calltap writes) is compared again with the current rules: a
 pair is compared, a single leg is checked on its own. The request path, status, Content-Encoding
-and how each leg ended come from the pair.json beside them when there is one. Files still named
-*.partial and earlier upstream attempts are skipped; an empty leg counts as a body with nothing
-in it.
+and how each leg ended come from the pair.json beside them when there is one. A pair whose
+requests were recorded (downstream.request and upstream.request) has them compared too, as
+`calltap compare PAIR_DIR` does: a tool dropped, a tool choice changed, a message lost. Files
+still named *.partial and earlier upstream attempts' answers are skipped; an empty leg counts as
+a body with nothing in it.
 
 The summary counts verdicts and finding codes and lists every capture that is not equal (or clean).
 
@@ -29,7 +31,7 @@ from rich.table import Table
 from calltap import recordings
 from calltap.bucket_copy import local_source
 from calltap.commands.check import EXIT_CODES, print_json, usage_error
-from calltap.compare import check_capture, compare_captures
+from calltap.compare import check_capture, compare_captures, with_requests
 from calltap.report import VERDICT_STYLES
 from calltap.storage import StoreError
 from calltap.transcript import Capture
@@ -81,6 +83,7 @@ def _rescan(directory: Path, root: Path) -> dict[str, Any]:
         request = recordings.request_body(directory, legs.get("downstream"))
         comparison = compare_captures(captures["upstream"], captures["downstream"],
                                       downstream_request=request)
+        comparison = with_requests(comparison, recordings.pair_requests(directory))
         return _entry(name, "pair", comparison.verdict, comparison.findings)
     ((stem, capture),) = captures.items()
     single = check_capture(capture)
