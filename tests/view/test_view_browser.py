@@ -1,6 +1,6 @@
 """The view in a real browser (the system Chromium): the demo's pairs, filtering, a dropped
-call's page, hostile captures that must stay text, the CSP, live rows under `calltap serve`,
-and the token when remote."""
+call's page, a dropped tool's requests side by side, hostile captures that must stay text, the
+CSP, live rows under `calltap serve`, and the token when remote."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from typing import Any
 import orjson
 import pytest
 from browser_helpers import screenshot, serve, view
-from view_helpers import HOSTILE_ARGUMENTS, HOSTILE_NAME, HOSTILE_TEXT, two_calls, write_pair
+from view_helpers import (
+    HOSTILE_ARGUMENTS,
+    HOSTILE_NAME,
+    HOSTILE_TEXT,
+    asked_pair,
+    two_calls,
+    write_pair,
+)
 
 from calltap import recordings
 from calltap.demo import SCENARIOS
@@ -113,6 +120,43 @@ def test_hostile_captures_render_as_text_and_run_nothing(page: Any, tmp_path: Pa
         assert HOSTILE_NAME in text
         assert "<img src=x onerror=\\\"window.__pwned = 5\\\">" in text
     assert page.evaluate("window.__pwned") is None
+
+
+def test_a_dropped_tool_s_requests_show_side_by_side_with_the_tool_marked(
+        page: Any, tmp_path: Path) -> None:
+    tree = tmp_path / "recordings"
+    asked_pair(tree)
+    asked_pair(tree, "evil", dropped=HOSTILE_NAME, text=HOSTILE_TEXT, instructions=HOSTILE_TEXT)
+    with view(tree, tmp_path) as base:
+        page.goto(f"{base}?code=REQUEST_TOOL_DROPPED")
+        rows = page.locator("tr.pair")
+        assert rows.count() == 2
+        for n in range(2):
+            assert rows.nth(n).locator(".verdict").inner_text() == "diverged"
+            assert rows.nth(n).locator(".code").all_inner_texts() == ["REQUEST_TOOL_DROPPED"]
+        response = page.goto(f"{base}pairs/2026-11-30/asked")
+        assert response.headers["content-security-policy"] == CSP
+        upstream = page.locator(".leg.ask.upstream")
+        downstream = page.locator(".leg.ask.downstream")
+        assert upstream.locator(".tool .name").all_inner_texts() == ["weather"]
+        assert downstream.locator(".tool .name").all_inner_texts() == ["weather", "clock"]
+        dropped = downstream.locator(".tool.dropped")
+        assert dropped.locator(".name").inner_text() == "clock"
+        assert "not offered upstream" in dropped.inner_text().lower()
+        assert dropped.locator(".code").inner_text() == "REQUEST_TOOL_DROPPED"
+        assert downstream.locator(".turn").count() == upstream.locator(".turn").count() == 3
+        finding = page.locator("tr.finding", has_text="REQUEST_TOOL_DROPPED")
+        assert "clock" in finding.inner_text()
+        finding.locator("a", has_text="downstream tool").click()
+        assert page.evaluate("location.hash") == "#ask-downstream-tool-1"
+        assert dropped.is_visible()
+        page.evaluate("window.scrollTo(0, 0)")
+        screenshot(page, "view-requests.png")
+        page.goto(f"{base}pairs/2026-11-30/evil")
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("main script, main img, main iframe").count() == 0
+        assert page.locator(".leg.ask.downstream .tool.dropped .name").inner_text() == HOSTILE_NAME
+        assert HOSTILE_TEXT in page.locator(".leg.ask.upstream").inner_text()
 
 
 def test_the_list_under_serve_updates_when_a_new_pair_lands(page: Any, tmp_path: Path) -> None:

@@ -2,16 +2,23 @@
 
 `/api/pairs/<id>` answers by capture key (the request id calltap returned to the client in
 `X-Request-ID`; the newest day's when several days hold it) with pair.json as written (its
-`comparison` is the object of `calltap compare --json`), plus where it lives (`day`, `key`).
+`comparison` is the object of `calltap compare --json`), plus where it lives (`day`, `key`) and
+`requests`: the requests' comparison (verdict, both requests' summaries, findings, earlier
+attempts'), as pair.json's comparison holds it, or, for a pair compared before requests were,
+its recorded requests compared now; null when they were not both recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from calltap import recordings
+from calltap.compare_requests import compare_pair_requests
+from calltap.report import requests_json
 from calltap.view.query import MAX_LIMIT, filters_of, number
 from calltap.view.state import STATE
 
@@ -47,7 +54,20 @@ async def pair(request: web.Request) -> web.Response:
         document = await asyncio.to_thread(recordings.read_pair, directory)
     except recordings.PairUnreadable:
         return _error(404, "no such pair")
-    return web.json_response({**document, "day": directory.parent.name, "key": directory.name})
+    requests = await asyncio.to_thread(_requests, document, directory)
+    return web.json_response({**document, "day": directory.parent.name, "key": directory.name,
+                              "requests": requests})
+
+
+def _requests(document: dict[str, Any], directory: Path) -> dict[str, Any] | None:
+    """The pair's requests compared: as its comparison holds them, else compared now."""
+    comparison = document.get("comparison")
+    if isinstance(comparison, dict) and isinstance(comparison.get("requests"), dict):
+        return comparison["requests"]
+    recorded = recordings.pair_requests(directory)
+    if recorded is None:
+        return None
+    return requests_json(*compare_pair_requests(recorded))
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -6,7 +6,9 @@ side: text, tool calls (decoded arguments pretty-printed; a call with no equal o
 is marked), finish reason. Each leg keeps its raw events (ordinal, byte offset, type, data) as the
 framing decoded them, and each finding links to the event it points at in each leg: its own
 position on its side, and on the other side the place that finding is about (the dropped call,
-the upstream finish reason, …).
+the upstream finish reason, …). With the pair's recorded requests, the page also sets the two
+Asks side by side (`asks`: what the client asked, what the provider was asked) and lists the
+request findings with the rest, each linked to the tool, turn or setting it is about.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from typing import Any
 
 from calltap import eventstream, ndjson, sse
 from calltap.codes import Code
-from calltap.compare import call_key, check, compare
+from calltap.compare import call_key, check, compare, with_requests
+from calltap.compare_requests import PairRequests
 from calltap.dialects import transcribe, usage_requested
 from calltap.dialects.content import EncodingError, decode_content
 from calltap.dialects.framing import STREAM_FRAMINGS, sniff_framing
 from calltap.report import check_json, comparison_json
 from calltap.transcript import Capture, Choice, Finding, Position, ToolCall, Transcript, Usage
+from calltap.view.asks import RequestsView, requests_view
 
 MAX_EVENTS = 2000
 """Raw events listed per leg; the rest are in the raw file."""
@@ -90,6 +94,12 @@ class FindingView:
     detail: str
     explanation: str
     links: dict[str, str] = field(default_factory=dict)
+    turn: int | None = None
+    """A request finding's turn: the index of the client's turn it is about."""
+    tool: str | None = None
+    """A request finding's tool, by name."""
+    places: list[tuple[str, str]] = field(default_factory=list)
+    """Where a request finding is marked among the Asks, as (label, anchor)."""
 
 
 @dataclass(slots=True)
@@ -116,6 +126,8 @@ class PairPage:
     """The comparison (or check) object of `calltap compare --json`."""
     structural: dict[str, Any]
     """The same, redacted: codes, severities, positions and counts only."""
+    requests: RequestsView | None = None
+    """Both Asks, when the pair's requests were recorded and compared."""
 
     @property
     def headline(self) -> FindingView | None:
@@ -125,20 +137,24 @@ class PairPage:
 
 
 def build_page(upstream: Capture | None, downstream: Capture | None, *,
-               request: bytes | None = None) -> PairPage:
+               request: bytes | None = None, requests: PairRequests | None = None) -> PairPage:
     """The page of a pair (both captures) or of a single leg (one of them); `request` is the
-    client's request body, which says whether it asked for usage."""
+    client's request body, which says whether it asked for usage; `requests` the pair's
+    recorded requests, compared and shown with the answers (a pair's page only)."""
     captures = {side: capture for side, capture in zip(SIDES, (upstream, downstream), strict=True)
                 if capture is not None}
     if not captures:
         raise ValueError("a page needs at least one capture")
     transcripts = {side: transcribe(capture) for side, capture in captures.items()}
+    asks: RequestsView | None = None
     if len(transcripts) == 2:
         asked = request is None or usage_requested(transcripts["downstream"].dialect, request)
-        result = compare(transcripts["upstream"], transcripts["downstream"],
-                         usage_requested=asked)
+        result = with_requests(compare(transcripts["upstream"], transcripts["downstream"],
+                                       usage_requested=asked), requests)
         verdict, findings = result.verdict, result.findings
         report, structural = comparison_json(result), comparison_json(result, redact=True)
+        if result.requests is not None:
+            asks = requests_view(result.requests, result.request_attempts)
     else:
         single = check(next(iter(transcripts.values())))
         verdict, findings = single.verdict, single.findings
@@ -150,8 +166,12 @@ def build_page(upstream: Capture | None, downstream: Capture | None, *,
     legs = {side: _leg_view(side, transcripts[side], raws[side], marks) for side in transcripts}
     for view in views + [f for leg in legs.values() for f in leg.findings]:
         _point(raws, view.links)
+    if asks is not None:
+        asked_views = [view for view in views if view.side == "request"]
+        for view, places in zip(asked_views, asks.places, strict=True):
+            view.places = places
     return PairPage(verdict, views, _choice_rows(transcripts, raws, marks), legs, report,
-                    structural)
+                    structural, asks)
 
 
 def raw_events(capture: Capture, side: str) -> tuple[list[RawEvent], int]:
@@ -307,6 +327,7 @@ def _finding_view(finding: Finding, side: str, transcripts: dict[str, Transcript
         choice=finding.choice, count=finding.count,
         event=position.event if position else None, byte=position.byte if position else None,
         detail=finding.detail, explanation=finding.code.explanation, links=links,
+        turn=finding.turn, tool=finding.tool,
     )
 
 

@@ -1,5 +1,6 @@
 """Reading one capture directory for a page: pair.json (when readable), each side's capture
-and the client's request, all through the recordings format's own functions."""
+and the recorded requests (the client's, the provider's), all through the recordings format's own
+functions."""
 
 from __future__ import annotations
 
@@ -51,5 +52,6 @@ def read_recorded(directory: Path, day: str, key: str) -> RecordedPair | None:
     if not captures:
         return None
     request = recordings.request_body(directory, legs.get("downstream"))
-    page = build_page(captures.get("upstream"), captures.get("downstream"), request=request)
+    page = build_page(captures.get("upstream"), captures.get("downstream"), request=request,
+                      requests=recordings.pair_requests(directory))
     return RecordedPair(day, key, document, page, recordings.capture_files(directory))
