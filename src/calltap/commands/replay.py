@@ -6,7 +6,9 @@ headers, the exact body bytes), attempt by attempt, at the recorded pace or at o
 --pace none. It sends the recorded client request (headers minus the redacted ones, plus each
 --header; the query with each --query set) through its own front to the gateway, records the
 new pair (in a temporary directory unless --recordings DIR), compares it and prints the
-recorded verdict and codes beside the replayed ones.
+recorded verdict and codes beside the replayed ones. The codes are the answers' and the
+requests' (a tool the provider was not offered, a tool choice changed, …); a pair recorded before
+calltap compared requests has its recorded requests compared for the recorded side.
 
 The cassette matches the gateway's requests by meaning (method, path, and the conversation's
 last turn and tool names, as calltap pairs legs), not by bytes: a gateway may add fields and

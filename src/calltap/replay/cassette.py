@@ -1,5 +1,7 @@
 """A recorded pair as what a replay needs: the client's request, the provider's answers attempt
-by attempt (the cassette), and the comparison the recording ended with.
+by attempt (the cassette), and the comparison the recording ended with: its answers' and its
+requests' findings (a pair compared before requests were has its recorded requests compared now,
+so that a request finding the replay reproduces is not taken for a new one).
 
 Read once from a pair directory through `calltap.recordings`, then plain immutable data: the
 provider server, the matcher and the exporter all work from it without touching the disk again.
@@ -16,8 +18,10 @@ from typing import Any
 from urllib.parse import quote, unquote_plus
 
 from calltap import recordings
+from calltap.compare_requests import compare_pair_requests
 from calltap.proxy.relay import HOP_BY_HOP
 from calltap.redact import REDACTED, redacted_parameters
+from calltap.report import finding_json, requests_json
 
 Headers = tuple[tuple[str, str], ...]
 
@@ -138,9 +142,28 @@ def load(directory: Path) -> Recorded:
         request_id=str(document.get("request_id") or directory.name),
         client=_client_request(directory, downstream),
         cassette=tuple(_answer(directory, n, leg) for n, leg in enumerate(attempts, 1)),
-        comparison=comparison if isinstance(comparison, dict) else {},
+        comparison=with_recorded_requests(directory, comparison),
         document=document,
     )
+
+
+def with_recorded_requests(directory: Path, comparison: Any) -> dict[str, Any]:
+    """pair.json's comparison, joined with the pair's recorded requests compared now when it
+    holds no `requests` (written before requests were compared) as the proxy joins them: their
+    findings added, and a diverged request makes an equal pair diverged."""
+    if not isinstance(comparison, dict):
+        return {}
+    if "requests" in comparison or not isinstance(comparison.get("findings"), list):
+        return comparison
+    recorded = recordings.pair_requests(directory)
+    if recorded is None:
+        return comparison
+    requests, attempts = compare_pair_requests(recorded)
+    joined = {**comparison, "requests": requests_json(requests, attempts),
+              "findings": [*comparison["findings"], *map(finding_json, requests.findings)]}
+    if comparison.get("verdict") == "equal" and requests.verdict == "diverged":
+        joined["verdict"] = "diverged"
+    return joined
 
 
 def _client_request(directory: Path, leg: dict[str, Any]) -> ClientRequest:

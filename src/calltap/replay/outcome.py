@@ -1,10 +1,12 @@
 """What one replay showed: the recorded verdict and codes beside the replayed ones.
 
 A replay reproduced its pair when the new comparison has the same verdict and the same set of
-codes; it differs otherwise (a fixed gateway differs: `diverged` became `equal`); it could not be
-replayed when the gateway asked the cassette for something it does not hold (another path,
-another conversation, more attempts than were recorded), whatever the comparison says: each such
-request is named with its method and path (`misses`, and `unanswered` in the JSON).
+codes, its requests' codes among them (what the gateway asked the provider, against what the
+client asked); it differs otherwise (a fixed gateway differs: `diverged` became `equal`); it
+could not be replayed when the gateway asked the cassette for something it does not hold
+(another path, another conversation, more attempts than were recorded), whatever the comparison
+says: each such request is named with its method and path (`misses`, and `unanswered` in the
+JSON).
 """
 
 from __future__ import annotations

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from calltap import recordings
-from calltap.replay.cassette import CassetteError, Recorded, finding_codes, load
+from calltap.replay.cassette import (
+    CassetteError,
+    Recorded,
+    finding_codes,
+    load,
+    with_recorded_requests,
+)
 
 
 @dataclass
@@ -58,4 +64,7 @@ def _compared_with(directory: Path, wanted: set[str]) -> bool:
         return False
     if not isinstance(comparison, dict):
         return False
-    return not wanted or bool(wanted.intersection(finding_codes(comparison)))
+    if not wanted or wanted.intersection(finding_codes(comparison)):
+        return True
+    return bool(wanted.intersection(finding_codes(with_recorded_requests(directory,
+                                                                         comparison))))
