@@ -150,6 +150,37 @@ class GatewayStack:
         assert set(settled["codes"]) == cosmetic, settled
         assert self.alarms(request_id) == []
 
+    def pair(self, request_id: str) -> dict[str, Any]:
+        """The pair.json calltap wrote for this request."""
+        (path,) = self.calltap.recordings.glob(f"*/{request_id}/pair.json")
+        return orjson.loads(path.read_bytes())
+
+    def recorded_request(self, request_id: str, side: str) -> dict[str, Any]:
+        """The request body calltap recorded on one leg (`downstream`: the client's; `upstream`:
+        the provider's)."""
+        (path,) = self.calltap.recordings.glob(f"*/{request_id}/{side}.request")
+        return orjson.loads(path.read_bytes())
+
+    async def expect_request_caught(self, request_id: str, codes: set[str], *,
+                                    answers: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+        """calltap found the provider asked something else than the client asked: pair.json's
+        request findings (`side: "request"`) are exactly these codes, the pair is `diverged`, and
+        each breaking one is a `divergence` line with `side: "request"`; the answers' own
+        findings are only the `answers` codes, none of them logged. The request findings, for
+        closer checks."""
+        settled = await self.settled(request_id)
+        assert (settled["event"], settled["verdict"]) == ("pair.compared", "diverged"), settled
+        comparison = self.pair(request_id)["comparison"]
+        findings = comparison["requests"]["findings"]
+        assert {f["code"] for f in findings} == codes, findings
+        assert [f for f in comparison["findings"] if f["side"] == "request"] == findings
+        assert {f["code"] for f in comparison["findings"] if f["side"] != "request"} == answers
+        breaking = sorted(f["code"] for f in findings if f["severity"] in ("fatal", "negotiable"))
+        alarms = self.alarms(request_id)
+        assert breaking and {line["side"] for line in alarms} == {"request"}, alarms
+        assert sorted(line["code"] for line in alarms) == breaking, alarms
+        return findings
+
     def provider_answer(self, request_id: str) -> tuple[dict[str, Any], bytes]:
         """The request the fake provider got for this client request, and what it answered."""
         exchange = self.provider.exchange_for(request_id)

@@ -42,6 +42,12 @@ GEMINI_MODEL = "gemini-fake"
 OLLAMA_MODEL = "ollama-fake"
 CONVERSE_MODEL = "bedrock-converse-fake"
 INVOKE_MODEL = "bedrock-invoke-fake"
+GEMINI_CURRENT_MODEL = "gemini-current-fake"
+"""`gemini/gemini-2.5-flash`: a model LiteLLM 1.108.7's model map still lists. `gemini-2.0-flash`
+(GEMINI_MODEL) is gone from it, and for a model it does not know LiteLLM writes the system
+message into the first user turn (`get_supports_system_message`)."""
+RESPONSES_MODEL = "responses-fake"
+"""`openai/responses/gpt-5-mini`: LiteLLM's Chat Completions -> Responses bridge."""
 BEDROCK_MODEL_ID = "anthropic.claude-3-5-sonnet-20241022-v2:0"
 FAKE_AWS = {
     "aws_access_key_id": "AKIDCALLTAPFAKE00000",
@@ -83,6 +89,48 @@ PARALLEL_CALLS = [("weather", {"city": "Taipei"}), ("clock", {"zone": "UTC"})]
 def question(text: str = "What is the weather in Taipei, and the time in UTC?") -> list[Any]:
     return [{"role": "user", "content": text}]
 
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+       "rkJggg==")
+"""A 1x1 PNG, sent inline as a data URL."""
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "system", "content": "Answer in one sentence."},
+    {"role": "user", "content": [
+        {"type": "text", "text": "What is the weather where this photo was taken, and the time?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    ]},
+    {"role": "assistant", "content": "Let me look both up.", "tool_calls": [
+        {"id": "call_weather", "type": "function",
+         "function": {"name": "weather", "arguments": '{"city": "Taipei"}'}},
+        {"id": "call_clock", "type": "function",
+         "function": {"name": "clock", "arguments": '{"zone": "UTC"}'}},
+    ]},
+    {"role": "tool", "tool_call_id": "call_weather", "content": "Sunny, 31 C"},
+    {"role": "tool", "tool_call_id": "call_clock", "content": "12:00"},
+    {"role": "assistant", "content": "It is sunny and 31 C in Taipei, and noon in UTC."},
+    {"role": "user", "content": "And tomorrow?"},
+]
+"""A conversation an agent sends on its second round: instructions, an image, two parallel calls
+and their results, the answer, and a new question."""
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+    "required": ["city", "celsius"],
+    "additionalProperties": False,
+}
+ASKED: dict[str, dict[str, Any]] = {
+    "forced": {"messages": question(), "tools": [WEATHER, CLOCK],
+               "tool_choice": {"type": "function", "function": {"name": "weather"}}},
+    "conversation": {"messages": CONVERSATION, "tools": [WEATHER, CLOCK]},
+    "structured": {"messages": question("Report the weather in Taipei."),
+                   "response_format": {"type": "json_schema", "json_schema": {
+                       "name": "report", "schema": REPORT_SCHEMA, "strict": True}}},
+}
+"""What a client asks besides plain tools (which every route test offers): the requests the
+suites' `test_what_the_client_asked_reaches_the_provider` send on each translating route."""
+TURNS = {"forced": 1, "conversation": 5, "structured": 1}
+"""The client's turns as calltap counts them: the system message is instructions, and the two
+tool results are one user turn."""
 
 STARTS: dict[str, float] = {}
 """Seconds each LiteLLM took from launch to a ready answer, by stack name, for the summary."""
@@ -153,11 +201,16 @@ def litellm_config(back_url: str, forward_headers: bool) -> dict[str, Any]:
 
 
 def translated_routes(back_url: str) -> list[dict[str, Any]]:
-    """LiteLLM's `gemini/`, `ollama_chat/`, `bedrock/` (Converse) and `bedrock/invoke/` routes,
-    each pointed at calltap's back by `api_base` (LiteLLM appends each provider's own path)."""
+    """LiteLLM's `gemini/` (two models), `ollama_chat/`, `bedrock/` (Converse),
+    `bedrock/invoke/` and `openai/responses/` routes, each pointed at calltap's back by
+    `api_base` (LiteLLM appends each provider's own path)."""
     routes = [
         (GEMINI_MODEL, {"model": "gemini/gemini-2.0-flash", "api_base": f"{back_url}/v1beta",
                         "api_key": "fake-gemini-key"}),
+        (GEMINI_CURRENT_MODEL, {"model": "gemini/gemini-2.5-flash",
+                                "api_base": f"{back_url}/v1beta", "api_key": "fake-gemini-key"}),
+        (RESPONSES_MODEL, {"model": "openai/responses/gpt-5-mini", "api_base": f"{back_url}/v1",
+                           "api_key": "sk-provider-fake"}),
         (OLLAMA_MODEL, {"model": "ollama_chat/llama3.1", "api_base": back_url}),
         (CONVERSE_MODEL, {"model": f"bedrock/{BEDROCK_MODEL_ID}", "api_base": back_url,
                           **FAKE_AWS}),

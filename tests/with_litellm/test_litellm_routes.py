@@ -8,6 +8,13 @@ front leg Chat Completions. LiteLLM re-serializes every answer; a faithful pair 
 `equal`, with at most the cosmetic renumbering of calls on the Anthropic stream (its tool blocks
 follow a text block). The tests check the route LiteLLM really took (the provider's path and the
 request shape) so that a LiteLLM that changed route would not pass silently.
+
+The requests are compared too: what the client asked (a forced tool, a conversation with an
+image, tool calls and their results, structured output) must reach the provider on the
+`anthropic/`, `gemini/`, `bedrock/` (Converse) and `openai/responses/` routes with no request
+finding but a cosmetic one, each named (`test_what_the_client_asked_reaches_the_provider`), and
+be answered alike (`test_what_the_client_asked_is_answered_alike`). Two false findings are marked
+`xfail(strict=True)`, and README.md says what they are.
 """
 
 from __future__ import annotations
@@ -17,15 +24,20 @@ from typing import Any
 import orjson
 import pytest
 from litellm_stack import (
+    ANTHROPIC_MODEL,
+    ASKED,
     BEDROCK_MODEL_ID,
     CLOCK,
     CONVERSE_MODEL,
+    GEMINI_CURRENT_MODEL,
     GEMINI_MODEL,
     INDEXES_RENUMBERED,
     INVOKE_MODEL,
     OLLAMA_MODEL,
     PARALLEL_CALLS,
+    RESPONSES_MODEL,
     STREAM,
+    TURNS,
     WEATHER,
     Stack,
     question,
@@ -138,3 +150,79 @@ async def test_streamed_text_is_equal_on_every_route(forwarding: Stack, model: s
     assert comparison["verdict"] == "equal", comparison
     assert comparison["findings"] == []
     assert forwarding.log.lines("divergence", f"route-text-{model}") == []
+
+
+ASKING_ROUTES = {
+    "anthropic": (ANTHROPIC_MODEL, "anthropic.messages"),
+    "gemini": (GEMINI_CURRENT_MODEL, "google.gemini"),
+    "converse": (CONVERSE_MODEL, "bedrock.converse"),
+    "responses": (RESPONSES_MODEL, "openai.responses"),
+}
+COSMETIC_ASKED: dict[tuple[str, str], set[tuple[str, str]]] = {}
+"""The cosmetic request findings each route and request may have, by code and detail."""
+STRICT_NULL = pytest.mark.xfail(strict=True, reason=(
+    "LiteLLM's Responses bridge writes `strict: null` on every function tool the client sent"
+    " without `strict`; calltap's Responses reader takes a non-boolean `strict` as the Responses"
+    " default, strict, so each tool reads TOOL_STRICT_CHANGED (None -> True). Saved as a false"
+    " finding to settle in the reader (see README.md): left unchanged here"))
+
+
+def asked_cases() -> list[Any]:
+    cases = []
+    for route in ASKING_ROUTES:
+        for case in ASKED:
+            marks = [STRICT_NULL] if route == "responses" and "tools" in ASKED[case] else []
+            cases.append(pytest.param(route, case, marks=marks, id=f"{route}-{case}"))
+    return cases
+
+
+@pytest.mark.parametrize(("route", "case"), asked_cases())
+async def test_what_the_client_asked_reaches_the_provider(forwarding: Stack, route: str,
+                                                          case: str) -> None:
+    model, dialect = ASKING_ROUTES[route]
+    request_id = f"asked-{route}-{case}"
+    await forwarding.chat(request_id, model=model, **ASKED[case], **STREAM)
+
+    (pair,) = [pair for pair in forwarding.pair_files() if pair["request_id"] == request_id]
+    requests = pair["comparison"]["requests"]
+    assert (requests["downstream"]["dialect"], requests["upstream"]["dialect"]) == (
+        "openai.chat", dialect)
+    assert requests["downstream"]["turns"] == TURNS[case]
+    assert requests["verdict"] == "equal", requests["findings"]
+    said = {(f["code"], f["detail"]) for f in requests["findings"]}
+    assert said == COSMETIC_ASKED.get((route, case), set()), requests["findings"]
+    assert {f["severity"] for f in requests["findings"]} <= {"cosmetic"}
+    assert [line for line in forwarding.log.lines("divergence", request_id)
+            if line["side"] == "request"] == []
+
+
+STAND_IN = pytest.mark.xfail(strict=True, reason=(
+    "LiteLLM carries structured output to a Claude model as a forced tool (`json_tool_call`) and"
+    " hands the client the tool's input as the message text, finish_reason stop: the requests'"
+    " comparison knows the stand-in, the answers' does not, and says TEXT_CHANGED,"
+    " TOOL_CALLS_DROPPED, TOOL_CALL_SET_CHANGED (and FINISH_REASON_CHANGED on Anthropic)."
+    " Saved as a false finding (see README.md): left unchanged here"))
+COSMETIC_ANSWERS = {("anthropic", "conversation"): INDEXES_RENUMBERED}
+"""The Anthropic answer to the conversation starts with a text block: its calls are renumbered."""
+
+
+def answered_cases() -> list[Any]:
+    cases = []
+    for route in ASKING_ROUTES:
+        for case in ASKED:
+            stand_in = route in ("anthropic", "converse") and case == "structured"
+            marks = [STAND_IN] if stand_in else []
+            cases.append(pytest.param(route, case, marks=marks, id=f"{route}-{case}"))
+    return cases
+
+
+@pytest.mark.parametrize(("route", "case"), answered_cases())
+async def test_what_the_client_asked_is_answered_alike(forwarding: Stack, route: str,
+                                                       case: str) -> None:
+    """The same requests, the answers' side: only cosmetic findings."""
+    model, _ = ASKING_ROUTES[route]
+    request_id = f"answered-{route}-{case}"
+    sent = await forwarding.chat(request_id, model=model, **ASKED[case], **STREAM)
+
+    answers = {f["code"] for f in sent.pair["comparison"]["findings"] if f["side"] != "request"}
+    assert answers == COSMETIC_ANSWERS.get((route, case), frozenset()), sent.pair["comparison"]

@@ -6,7 +6,9 @@ before, each is skipped with a reason that says so. In CI (`CI` set, as `.ci/run
 install fails every test instead: `.ci/run` runs `make portkey`, so a skip there would hide a
 broken install step. One Portkey process serves a whole module: the `forwarding` stack lists the
 pairing headers in `x-portkey-forward-headers` (pairs by header), the `fingerprint` stack does
-not (Portkey then forwards no client header, and calltap pairs by fingerprint).
+not (Portkey then forwards no client header, and calltap pairs by fingerprint). A test that
+names a release (`portkey_release`, parametrized indirectly) gets that release's gateway,
+forwarding the pairing headers: 1.9.8 for the request bugs 1.15.2 fixed.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _portkey_installed() -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if STARTS:
         started = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in STARTS.items())
-        terminalreporter.write_line(f"Portkey {RELEASE} ready after: {started}")
+        terminalreporter.write_line(f"Portkey ready after: {started}")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -63,4 +65,15 @@ async def fingerprint(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     """Portkey with its default: no client header reaches the provider."""
     directory = tmp_path_factory.mktemp("portkey-fingerprint")
     async with open_stack("fingerprint", directory, forward=False) as stack:
+        yield stack
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def portkey_release(request: pytest.FixtureRequest,
+                          tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """The release named by the test's parameter, listing the pairing headers in
+    `x-portkey-forward-headers`; one gateway per release and module."""
+    release: str = request.param
+    directory = tmp_path_factory.mktemp(f"portkey-{release}")
+    async with open_stack("forwarding", directory, forward=True, release=release) as stack:
         yield stack

@@ -47,8 +47,14 @@ HERE = Path(__file__).resolve().parent
 GATEWAY_DIR = HERE / "gateway"
 STAMP = GATEWAY_DIR / "node_modules" / ".installed"
 """Written by `make portkey` once `npm ci` has finished; the suite runs only when it exists."""
-START_SERVER = GATEWAY_DIR / "node_modules/@portkey-ai/gateway/build/start-server.js"
 RELEASE = "1.15.2"
+OLD_RELEASE = "1.9.8"
+START_SERVERS = {
+    RELEASE: GATEWAY_DIR / "node_modules/@portkey-ai/gateway/build/start-server.js",
+    OLD_RELEASE: GATEWAY_DIR / "node_modules/portkey-gateway-1.9.8/build/start-server.js",
+}
+"""The suite's release, and 1.9.8 (installed beside it under an npm alias), the release before
+the request bugs `test_portkey_request_bugs.py` shows fixed in 1.15.2."""
 API_KEY = "sk-calltap-portkey-provider-fake"
 """The provider key Portkey passes on (as `Authorization`, `x-api-key`, `?key=` by route)."""
 READY_TIMEOUT = 60.0
@@ -100,9 +106,18 @@ ROUTES = {
 OpenAI and Anthropic routes include `/v1`; Gemini and Bedrock add their own paths after it.
 `x-portkey-aws-auth-type: apiKey` makes Portkey send `Authorization: Bearer <key>` instead of a
 SigV4 signature (`BedrockAPIConfig.headers` in src/providers/bedrock/api.ts)."""
+FAKE_AWS_KEYS = (("x-portkey-aws-access-key-id", "AKIDCALLTAPFAKE00000"),
+                 ("x-portkey-aws-secret-access-key", "calltap-fake-secret-access-key-0000000000"),
+                 ("x-portkey-aws-region", "us-east-1"))
+ROUTES["bedrock-signed"] = Route(
+    "bedrock", BEDROCK_MODEL_ID, "", f"/model/{BEDROCK_MODEL_ID}/converse-stream",
+    f"/model/{BEDROCK_MODEL_ID}/converse", "bedrock.converse", FAKE_AWS_KEYS)
+"""The Bedrock route signed with SigV4 (fake keys: the fake provider checks no signature), for a
+release older than the `apiKey` auth type (1.9.8 signs every Bedrock request)."""
 
 STARTS: dict[str, float] = {}
-"""Seconds each Portkey took from launch to its first answer, by stack name, for the summary."""
+"""Seconds each Portkey took from launch to its first answer, by stack name and release, for
+the summary."""
 
 
 @dataclass
@@ -129,12 +144,13 @@ Portkey = GatewayProcess
 """The gateway process and its log file."""
 
 
-async def start_portkey(directory: Path, port: int) -> Portkey:
-    """Start the gateway as its README does (`--port`, since it ignores PORT; `--headless`: no
-    console UI) and wait until `GET /` answers 200; fail with its log otherwise."""
+async def start_portkey(directory: Path, port: int, release: str = RELEASE) -> Portkey:
+    """Start the gateway `release` as its README does (`--port`, since it ignores PORT;
+    `--headless`: no console UI) and wait until `GET /` answers 200; fail with its log
+    otherwise."""
     log = directory / "portkey.log"
     env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
-    command = ["node", str(START_SERVER), f"--port={port}", "--headless"]
+    command = ["node", str(START_SERVERS[release]), f"--port={port}", "--headless"]
     return await start_gateway("Portkey", command, port=port, log=log, env=env,
                                cwd=GATEWAY_DIR, ready_path="/", timeout=READY_TIMEOUT)
 
@@ -241,10 +257,33 @@ class Stack:
         assert alarms == logged, (alarms, comparison)
         return comparison["findings"]
 
+    def request_findings(self, sent: Sent) -> list[dict[str, Any]]:
+        """The findings of the requests' comparison (`side: "request"`), as in pair.json."""
+        requests = sent.pair["comparison"]["requests"]
+        assert [f for f in sent.pair["comparison"]["findings"] if f["side"] == "request"] == (
+            requests["findings"])
+        return requests["findings"]
+
+    def expect_request_diverged(self, sent: Sent, codes: set[str]) -> list[dict[str, Any]]:
+        """The request the provider got differs from the client's by exactly these codes, each
+        fatal or negotiable one logged as a `divergence` line with `side: "request"`, and the
+        pair is `diverged` for it; the request findings, for closer checks."""
+        findings = self.request_findings(sent)
+        assert {f["code"] for f in findings} == codes, findings
+        assert sent.pair["comparison"]["requests"]["verdict"] == "diverged"
+        assert sent.pair["comparison"]["verdict"] == "diverged"
+        logged = [line for line in self.log.lines("divergence", sent.request_id)
+                  if line["side"] == "request"]
+        breaking = [f for f in findings if f["severity"] in ("fatal", "negotiable")]
+        assert breaking, findings
+        assert sorted(line["code"] for line in logged) == sorted(f["code"] for f in breaking)
+        return findings
+
 
 @asynccontextmanager
-async def open_stack(name: str, directory: Path, *, forward: bool) -> AsyncIterator[Stack]:
-    """Start the fake provider, calltap and Portkey; stop them in reverse order."""
+async def open_stack(name: str, directory: Path, *, forward: bool,
+                     release: str = RELEASE) -> AsyncIterator[Stack]:
+    """Start the fake provider, calltap and Portkey `release`; stop them in reverse order."""
     port = free_port()
     log = LogLines()
     async with VariantProvider() as provider:
@@ -252,8 +291,8 @@ async def open_stack(name: str, directory: Path, *, forward: bool) -> AsyncItera
                         back=("127.0.0.1", 0), provider=provider.url, admin=("127.0.0.1", 0),
                         recordings=directory / "recordings", compare_workers=1)
         async with Calltap(config, log_stream=log) as tap:
-            portkey = await start_portkey(directory, port)
-            STARTS[name] = portkey.started_in
+            portkey = await start_portkey(directory, port, release)
+            STARTS[f"{name} ({release})"] = portkey.started_in
             client = openai.AsyncOpenAI(base_url=f"{tap.front_url}/v1", api_key=API_KEY,
                                         max_retries=0, timeout=30.0)
             try:

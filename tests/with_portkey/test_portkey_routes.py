@@ -11,6 +11,14 @@ does not: `finishReason: STOP` after function calls reaches the client as `finis
 tool-call index 0, merged into one (README.md in this folder traces each to the release's
 source). The tests check the provider path Portkey really called, so a release that changed
 route would not pass silently.
+
+The requests are compared too (`test_what_the_client_asked_reaches_the_provider`): a forced
+tool, a conversation with an image, tool calls and their results, and structured output. Most
+reach the provider with no request finding but a cosmetic one, each named; where 1.15.2 changes
+the request, the test names the change (README.md traces each to the release's source):
+structured output is dropped on the Anthropic and Bedrock routes, and on the Google route an
+assistant turn's text beside its calls is dropped and each tool result is named
+`gateway-tool-filler-name` instead of its function.
 """
 
 from __future__ import annotations
@@ -18,10 +26,12 @@ from __future__ import annotations
 import pytest
 from portkey_stack import ROUTES, Sent, Stack, parsed
 from tests.with_litellm.litellm_stack import (
+    ASKED,
     CLOCK,
     INDEXES_RENUMBERED,
     PARALLEL_CALLS,
     STREAM,
+    TURNS,
     WEATHER,
     question,
 )
@@ -204,3 +214,45 @@ async def test_strict_compliance_off_passes_provider_finish_reasons(
                                                          | set(COSMETIC.get(route, ())))
                   if f["code"] == "FINISH_REASON_CHANGED"]
     assert changed["detail"].endswith(f"-> {raw}")
+
+
+SCHEMA_UNSAID = ("REQUEST_PART_UNSUPPORTED",
+                 "response_format: schema keywords the provider cannot say")
+"""Gemini's schema subset has no `additionalProperties`: cosmetic."""
+FORMAT_DROPPED = ("RESPONSE_FORMAT_CHANGED", "json_schema -> text")
+"""1.15.2 maps no `response_format` to Anthropic (`output_format`) or Converse
+(`outputConfig.textFormat`): the model is not told the answer's schema."""
+ASKED_FINDINGS: dict[tuple[str, str], set[tuple[str, str]]] = {
+    ("google", "structured"): {SCHEMA_UNSAID},
+    ("anthropic", "structured"): {FORMAT_DROPPED},
+    ("bedrock", "structured"): {FORMAT_DROPPED},
+    ("google", "conversation"): {
+        ("MESSAGE_CHANGED", "text: 20 chars -> 0 chars"),
+        ("HISTORY_TOOL_RESULT_CHANGED", "a result is missing or linked to another call"),
+        ("HISTORY_TOOL_RESULT_CHANGED", "a result upstream answers no call the client's did"),
+    },
+}
+"""The request findings each route and request has on 1.15.2, by code and detail; any other
+pair has none. On the Google route the assistant turn's "Let me look both up." (20 chars) beside
+its calls is dropped, and both results are named `gateway-tool-filler-name` (a Chat tool message
+names no function), which Gemini, linking results by name, cannot link to a call."""
+
+
+@pytest.mark.parametrize("case", list(ASKED))
+@pytest.mark.parametrize("route", ["openai", "anthropic", "google", "bedrock"])
+async def test_what_the_client_asked_reaches_the_provider(forwarding: Stack, route: str,
+                                                          case: str) -> None:
+    request_id = f"asked-{route}-{case}"
+    sent = await forwarding.chat(route, request_id, **ASKED[case])
+
+    requests = sent.pair["comparison"]["requests"]
+    assert (requests["downstream"]["dialect"], requests["upstream"]["dialect"]) == (
+        "openai.chat", ROUTES[route].dialect)
+    assert requests["downstream"]["turns"] == TURNS[case]
+    said = {(f["code"], f["detail"]) for f in requests["findings"]}
+    assert said == ASKED_FINDINGS.get((route, case), set()), requests["findings"]
+    breaking = {f["code"] for f in requests["findings"] if f["severity"] != "cosmetic"}
+    assert requests["verdict"] == ("diverged" if breaking else "equal")
+    logged = {line["code"] for line in forwarding.log.lines("divergence", request_id)
+              if line["side"] == "request"}
+    assert logged == breaking
