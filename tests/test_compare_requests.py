@@ -232,6 +232,11 @@ def test_parallel_false_and_disable_parallel_tool_use_are_equal() -> None:
         anthropic(tool_choice={"type": "auto", "disable_parallel_tool_use": True}), MESSAGES))
 
 
+def test_parallel_true_and_no_parallel_flag_are_equal() -> None:
+    assert_equal(compared(chat(parallel_tool_calls=True), anthropic(), MESSAGES))
+    assert_equal(compared(chat(), chat(parallel_tool_calls=True)))
+
+
 def test_parallel_false_dropped_is_a_parallel_change() -> None:
     comparison = compared(chat(parallel_tool_calls=False), anthropic(), MESSAGES)
     assert_only(comparison, Code.PARALLEL_TOOL_CALLS_CHANGED)
@@ -300,6 +305,38 @@ def test_an_image_carried_as_base64_is_equal_and_dropped_is_a_message_change() -
                           anthropic([{"role": "user", "content": "What is this?"}]), MESSAGES)
     assert_only(comparison, Code.MESSAGE_CHANGED)
     assert "image dropped" in comparison.findings[0].detail
+
+
+def test_an_image_url_fetched_and_inlined_upstream_is_equal() -> None:
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]
+    fetched = [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": PNG_B64}}]}]
+    assert_equal(compared(chat(messages), anthropic(fetched), MESSAGES))
+    as_document = [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                        "data": PNG_B64}}]}]
+    comparison = compared(chat(messages), anthropic(as_document), MESSAGES)
+    assert_only(comparison, Code.MESSAGE_CHANGED)
+
+
+def test_a_turn_dropped_in_the_middle_is_found_once() -> None:
+    """The turns are aligned, so those after the dropped ones are not all changed; the first
+    and last turns changed too, so that no common start or end holds the alignment."""
+    turns = [{"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}"}
+             for n in range(9)]
+    changed = [{"role": "user", "content": "turn 0, again"}, *turns[1:3], *turns[5:8],
+               {"role": "user", "content": "turn 8, again"}]
+    comparison = compared(chat(turns), chat(changed))
+    assert [(f.code, f.turn, f.detail) for f in comparison.findings] == [
+        (Code.MESSAGE_CHANGED, 0, "text: 6 chars -> 13 chars"),
+        (Code.MESSAGE_CHANGED, 3, "assistant turn dropped"),
+        (Code.MESSAGE_CHANGED, 4, "user turn dropped"),
+        (Code.MESSAGE_CHANGED, 8, "text: 6 chars -> 13 chars")]
 
 
 # --- history: tool calls and results ------------------------------------------------------------
@@ -403,6 +440,34 @@ def test_a_result_dropped_with_its_turn_is_a_result_change() -> None:
     kept = chat([*messages[:2], messages[3]])
     comparison = compared(chat(messages), kept)
     assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(comparison)
+
+
+IMAGE_RESULT = [
+    *CALLS_AND_RESULTS[:3],
+    {"role": "tool", "tool_call_id": "call_c", "content": [
+        {"type": "text", "text": "14:05"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}}]},
+]
+IMAGE_BESIDE = {"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}}]}
+
+
+def test_a_results_image_moved_beside_it_where_results_hold_none_is_unsupported() -> None:
+    moved = [*IMAGE_RESULT[:3], {"role": "tool", "tool_call_id": "call_c", "content": "14:05"},
+             IMAGE_BESIDE]
+    comparison = compared(chat(IMAGE_RESULT), chat(moved))
+    assert_only(comparison, Code.REQUEST_PART_UNSUPPORTED)
+    assert comparison.findings[0].detail == "result.media: moved beside the result"
+    assert comparison.verdict == "equal"
+
+
+def test_a_results_image_dropped_beside_the_same_image_is_a_result_change() -> None:
+    """The client's turn already holds the image beside the result: nothing was moved there."""
+    dropped = [*IMAGE_RESULT[:3], {"role": "tool", "tool_call_id": "call_c", "content": "14:05"},
+               IMAGE_BESIDE]
+    comparison = compared(chat([*IMAGE_RESULT, IMAGE_BESIDE]), chat(dropped))
+    assert_only(comparison, Code.HISTORY_TOOL_RESULT_CHANGED)
+    assert "image dropped" in comparison.findings[0].detail
 
 
 def test_an_error_flag_dropped_where_the_provider_has_one_is_a_result_change() -> None:

@@ -202,7 +202,7 @@ def reordered(value: Any, rng: random.Random) -> Any:
     return value
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.randoms(use_true_random=False))
 def test_any_order_of_keys_reads_equal(request: dict[str, Any], rng: random.Random) -> None:
     assert_equal(request, reordered(request, rng))
@@ -226,7 +226,7 @@ def with_ids(request: dict[str, Any], remap: Callable[[str], str]) -> dict[str, 
     return changed
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.randoms(use_true_random=False))
 def test_any_remap_of_call_ids_reads_equal(request: dict[str, Any], rng: random.Random) -> None:
     ids = call_ids(request)
@@ -264,7 +264,7 @@ def split(request: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     return {**request, "messages": messages}
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.randoms(use_true_random=False))
 def test_split_user_messages_and_reordered_tool_messages_read_equal(
         request: dict[str, Any], rng: random.Random) -> None:
@@ -274,7 +274,7 @@ def test_split_user_messages_and_reordered_tool_messages_read_equal(
 # --- (d) what is dropped is found ---------------------------------------------------------------
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.data())
 def test_a_tool_dropped_is_found_by_name(request: dict[str, Any], data: st.DataObject) -> None:
     offered = request.get("tools") or []
@@ -291,7 +291,7 @@ def test_a_tool_dropped_is_found_by_name(request: dict[str, Any], data: st.DataO
     assert comparison.verdict == "diverged"
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.data())
 def test_a_tool_message_dropped_is_a_result_change(request: dict[str, Any],
                                                    data: st.DataObject) -> None:
@@ -312,7 +312,7 @@ def media_places(request: dict[str, Any]) -> list[tuple[int, int]]:
             for k, part in enumerate(message["content"]) if part["type"] == "image_url"]
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.data())
 def test_a_media_part_dropped_is_found(request: dict[str, Any], data: st.DataObject) -> None:
     places = media_places(request)
@@ -327,7 +327,7 @@ def test_a_media_part_dropped_is_found(request: dict[str, Any], data: st.DataObj
     assert comparison.verdict == "diverged"
 
 
-@examples(100)
+@examples(60)
 @given(requests(), st.data())
 def test_a_sampling_key_dropped_is_a_sampling_change(request: dict[str, Any],
                                                      data: st.DataObject) -> None:

@@ -2,10 +2,11 @@
 hypothesis-jsonschema generates from the schemas.
 
 Pairs of tool parameter schemas are generated: a schema, and either a mutation of it that changes
-which arguments it accepts (a property removed, an enum value removed, a type changed, a required
-entry removed, a const changed, a `$ref` pointed at another definition), or rewrites of it that do
-not (`$ref`s inlined, `const` as a one-value `enum`, keys in another order, a `type` string as a
-list and back, annotations dropped). The laws:
+which arguments it accepts (a property removed, an enum value removed, an `anyOf` branch removed,
+a type changed, a required entry removed, a const changed, a `$ref` pointed at another
+definition), or rewrites of it that do not (`$ref`s inlined, `const` as a one-value `enum`, keys
+and `anyOf` branches in another order, a `type` string as a list and back, annotations dropped).
+The laws:
 
 - keys equal, acceptance equal: when `schema_key(normalize(a)) == schema_key(normalize(b))`,
   every argument generated from `a` is accepted by `b` under jsonschema, and the other way round;
@@ -74,6 +75,8 @@ leaves = st.one_of(
     st.sampled_from(sorted(DEFINITIONS)).map(lambda name: {"$ref": f"#/$defs/{name}"}),
     st.just({"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
              "additionalProperties": False}),
+    st.just({"anyOf": [{"type": "string", "maxLength": 2}, {"type": "integer"},
+                       {"type": "object", "properties": {"y": {"const": 1}}, "required": ["y"]}]}),
 )
 
 
@@ -118,6 +121,10 @@ def mutations(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             fewer = copy.deepcopy(schema)
             fewer["properties"][name]["enum"] = prop["enum"][1:]
             found.append((f"enum value of {name} removed", fewer))
+        if len(prop.get("anyOf", [])) >= 2:
+            narrower = copy.deepcopy(schema)
+            del narrower["properties"][name]["anyOf"][0]
+            found.append((f"a branch of {name} removed", narrower))
         if isinstance(prop.get("type"), str):
             other = next(kind for kind in TYPES if kind != prop["type"])
             retyped = copy.deepcopy(schema)
@@ -178,6 +185,8 @@ def rewritten(schema: Any, rng: random.Random) -> Any:
                            for name, item in sorted(value.items(), key=lambda _: rng.random())}
         elif key in ("items", "additionalProperties"):
             result[key] = rewritten(value, rng)
+        elif key == "anyOf":
+            result[key] = [rewritten(item, rng) for item in rng.sample(value, len(value))]
         else:
             result[key] = value
     return result
@@ -244,6 +253,20 @@ def test_schemas_of_one_key_accept_the_same_arguments(
         other = rewrite(other, rng)
     if key(schema) == key(other):
         assert_same_acceptance(schema, other, data)
+
+
+def test_a_const_beside_an_enum_allows_the_one_value_both_allow() -> None:
+    """The const decides, whatever the enum beside it allows besides."""
+    def beside(const: Any, enum: list[Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": {"p": {"const": const, "enum": enum}}}
+    assert key(beside("a", ["a", "b"])) == key({"type": "object", "properties": {
+        "p": {"enum": ["a"]}}})
+    assert key(beside("a", ["a", "b"])) != key(beside("b", ["a", "b"]))
+    assert key(beside("c", ["a", "b"])) == key(beside("d", ["a", "b"]))
+    for const in ("a", "b", "c"):
+        validator = jsonschema.Draft202012Validator(beside(const, ["a", "b"]))
+        assert [validator.is_valid({"p": value}) for value in ("a", "b", "c")] == [
+            value == const and const != "c" for value in ("a", "b", "c")]
 
 
 def test_the_oracle_tells_a_narrowed_schema_apart() -> None:

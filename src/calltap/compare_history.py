@@ -3,8 +3,9 @@
 - Consecutive turns of one role are one turn (a gateway may merge or split them; Anthropic merges
   consecutive tool results into one user turn). Empty turns are dropped. `turn` in a finding is
   the index of the client's turn counted that way.
-- Turns are aligned by role and text (`difflib.SequenceMatcher`), so a turn dropped in the middle
-  is one finding, not one per turn after it. A turn dropped or added is found by what it held:
+- Turns are aligned by role and text (`difflib.SequenceMatcher`, on the turns between the common
+  start and end; past MAX_ALIGNED pairs of them, in order), so a turn dropped in the middle is
+  one finding, not one per turn after it. A turn dropped or added is found by what it held:
   MESSAGE_CHANGED for its text and media, HISTORY_TOOL_CALL_CHANGED for its calls,
   HISTORY_TOOL_RESULT_CHANGED for its results (a tool message dropped between two assistant turns
   takes its turn with it).
@@ -16,7 +17,8 @@
   JSON): by id where the result names one its side knows, else
   by function name (the next call of that name in the latest assistant turn), and identified by
   that call's name, arguments and occurrence and how many turns back it stands. A result linked
-  to another call (two results naming one id) is therefore a change, whatever the ids.
+  to another call (two results naming one id) is therefore a change, whatever the ids. An id or
+  a name that is not a string links nothing.
 - A tool result's media the provider's dialect cannot carry inside a result, moved into the turn
   beside it (found there upstream over what the client's turn holds), is
   REQUEST_PART_UNSUPPORTED; dropped, it is HISTORY_TOOL_RESULT_CHANGED.
@@ -27,7 +29,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -72,13 +74,18 @@ class _Result:
     error: bool
 
 
+MAX_ALIGNED = 250_000
+"""Pairs of turns (client's times provider's, between the common start and end) past which they
+are paired in order, not aligned: `SequenceMatcher`'s cost grows with that product."""
+Opcode = tuple[str, int, int, int, int]
+
+
 def compare_history(client: Ask, provider: Ask, carries: frozenset[str]) -> list[Finding]:
     mine, theirs = merged_turns(client.turns), merged_turns(provider.turns)
     my_results, their_results = _linked_results(mine), _linked_results(theirs)
-    matcher = SequenceMatcher(None, [_signature(turn) for turn in mine],
-                              [_signature(turn) for turn in theirs], autojunk=False)
     findings: list[Finding] = []
-    for _tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for _tag, i1, i2, j1, j2 in _aligned([_signature(turn) for turn in mine],
+                                         [_signature(turn) for turn in theirs]):
         paired = min(i2 - i1, j2 - j1)
         for offset in range(paired):
             i, j = i1 + offset, j1 + offset
@@ -105,6 +112,28 @@ def _unpaired(index: int, turn: Turn, what: str) -> list[Finding]:
                                 count=len(turn.results), turn=index,
                                 detail=f"results {what} with their turn"))
     return findings
+
+
+def _aligned(mine: list[Hashable], theirs: list[Hashable]) -> list[Opcode]:
+    """The two sequences of turns aligned: the common start and end as they stand, the turns
+    between by `SequenceMatcher`, or in order past MAX_ALIGNED pairs."""
+    shorter = min(len(mine), len(theirs))
+    start = 0
+    while start < shorter and mine[start] == theirs[start]:
+        start += 1
+    end = 0
+    while end < shorter - start and mine[-1 - end] == theirs[-1 - end]:
+        end += 1
+    mine_end, their_end = len(mine) - end, len(theirs) - end
+    if (mine_end - start) * (their_end - start) > MAX_ALIGNED:
+        middle: list[Opcode] = [("replace", start, mine_end, start, their_end)]
+    else:
+        matcher = SequenceMatcher(None, mine[start:mine_end], theirs[start:their_end],
+                                  autojunk=False)
+        middle = [(tag, i1 + start, i2 + start, j1 + start, j2 + start)
+                  for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+    return [("equal", 0, start, 0, start), *middle,
+            ("equal", mine_end, len(mine), their_end, len(theirs))]
 
 
 def _signature(turn: Turn) -> Hashable:
@@ -156,20 +185,47 @@ def _media(parts: Iterable[Part]) -> list[str]:
 
 
 def media_difference(mine: list[str], theirs: list[str]) -> tuple[list[str], list[str]]:
-    """Media only on one side and only on the other; a URL matches inline data of its kind."""
-    lost, added = list(mine), list(theirs)
-    for item in mine:
-        if item in added:
-            added.remove(item)
-            lost.remove(item)
-    for item in list(lost):
+    """Media only on one side and only on the other; a URL matches inline data of its kind
+    (the first left of that kind, in order)."""
+    common = Counter(mine) & Counter(theirs)
+    lost, added = _less(mine, common), _less(theirs, common)
+    of_kind: dict[str, deque[int]] = {}
+    urls_of_kind: dict[str, deque[int]] = {}
+    for n, item in enumerate(added):
         kind, _, digest = item.partition(":")
-        partner = next((other for other in added if other.partition(":")[0] == kind
-                        and ("url:" in (digest[:4], other.partition(":")[2][:4]))), None)
-        if partner is not None:
-            added.remove(partner)
-            lost.remove(item)
-    return lost, added
+        of_kind.setdefault(kind, deque()).append(n)
+        if digest.startswith("url:"):
+            urls_of_kind.setdefault(kind, deque()).append(n)
+    partnered: set[int] = set()
+    left = []
+    for item in lost:
+        kind, _, digest = item.partition(":")
+        partners = (of_kind if digest.startswith("url:") else urls_of_kind).get(kind)
+        if _take(partners, partnered) is None:
+            left.append(item)
+    return left, [item for n, item in enumerate(added) if n not in partnered]
+
+
+def _less(items: list[str], common: Counter[str]) -> list[str]:
+    """`items` without the first occurrences of those counted in `common`."""
+    counts = Counter(common)
+    kept = []
+    for item in items:
+        if counts[item] > 0:
+            counts[item] -= 1
+        else:
+            kept.append(item)
+    return kept
+
+
+def _take(queue: deque[int] | None, taken: set[int]) -> int | None:
+    """The first index of `queue` not yet in `taken`, taken; None when there is none."""
+    while queue:
+        n = queue.popleft()
+        if n not in taken:
+            taken.add(n)
+            return n
+    return None
 
 
 def _media_said(lost: list[str], added: list[str]) -> str:
@@ -189,7 +245,7 @@ def _linked_results(turns: list[Turn]) -> list[list[_Result]]:
         for call in turn.calls:
             identity = (call.name, call.arguments, seen[(call.name, call.arguments)])
             seen[(call.name, call.arguments)] += 1
-            if call.id is not None:
+            if isinstance(call.id, str):
                 calls.setdefault(call.id, (index, identity))
             named.setdefault(call.name, []).append((index, identity))
         if turn.calls:
@@ -200,8 +256,8 @@ def _linked_results(turns: list[Turn]) -> list[list[_Result]]:
 
 def _result(index: int, result: ToolResult, calls: dict[str, tuple[int, Hashable]],
             by_name: dict[str, list[tuple[int, Hashable]]]) -> _Result:
-    answered = calls.get(result.call_id) if result.call_id is not None else None
-    if answered is None and result.name is not None and by_name.get(result.name):
+    answered = calls.get(result.call_id) if isinstance(result.call_id, str) else None
+    if answered is None and isinstance(result.name, str) and by_name.get(result.name):
         answered = by_name[result.name].pop(0)
     link = ("unlinked",) if answered is None else (index - answered[0], answered[1])
     return _Result(link, _result_text(result.parts), tuple(sorted(_media(result.parts))),
@@ -224,30 +280,32 @@ def _result_text(parts: Iterable[Part]) -> Hashable:
 
 def _results(index: int, mine: list[_Result], theirs: list[_Result], beside: list[str],
              carries: frozenset[str], moved: list[str]) -> list[Finding]:
-    """Results matched whole first, then by link; what is left was lost or relinked."""
-    left = list(theirs)
+    """Results matched whole first, then by link (the first left, in order); what is left was
+    lost or relinked."""
+    whole: dict[Hashable, deque[int]] = {}
+    linked: dict[Hashable, deque[int]] = {}
+    for n, other in enumerate(theirs):
+        whole.setdefault((other.link, other.text, other.media), deque()).append(n)
+        linked.setdefault(other.link, deque()).append(n)
+    taken: set[int] = set()
     unmatched: list[_Result] = []
     findings: list[Finding] = []
     for result in mine:
-        twin = next((other for other in left if (other.link, other.text, other.media)
-                     == (result.link, result.text, result.media)), None)
-        if twin is None:
+        n = _take(whole.get((result.link, result.text, result.media)), taken)
+        if n is None:
             unmatched.append(result)
-            continue
-        left.remove(twin)
-        if result.error != twin.error:
-            findings.append(_error_flag(index, result, twin, carries))
+        elif result.error != theirs[n].error:
+            findings.append(_error_flag(index, result, theirs[n], carries))
     for result in unmatched:
-        twin = next((other for other in left if other.link == result.link), None)
-        if twin is not None:
-            left.remove(twin)
-            findings.append(_content_change(index, result, twin, beside, carries, moved))
+        n = _take(linked.get(result.link), taken)
+        if n is not None:
+            findings.append(_content_change(index, result, theirs[n], beside, carries, moved))
         else:
             findings.append(_changed(Code.HISTORY_TOOL_RESULT_CHANGED, index,
                                      "a result is missing or linked to another call"))
     findings.extend(_changed(Code.HISTORY_TOOL_RESULT_CHANGED, index,
                              "a result upstream answers no call the client's did")
-                    for _ in left)
+                    for _ in range(len(theirs) - len(taken)))
     return findings
 
 

@@ -17,8 +17,9 @@ their schemas' meaning (`schemas`), the tool choice on one scale, the conversati
 - Silence means the provider's default: no tool choice is `auto` when tools are offered, no
   parallel flag allows parallel calls, no `strict` is not strict, no response format is text.
 
-Verdict: inconclusive when either body could not be read (REQUEST_UNREADABLE), else diverged on
-any fatal or negotiable finding, else equal.
+Verdict: inconclusive when either body could not be read, or holds values nested deeper than
+Python's recursion follows to compare them (REQUEST_UNREADABLE), else diverged on any fatal or
+negotiable finding, else equal. It never raises.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class RequestComparison:
     client: Ask
     provider: Ask
     findings: list[Finding]
+    stand_in: str | None = None
+    """The provider's tool that carries the client's structured-output schema, when the gateway
+    sent it so: the answer's call of it is the client's structured answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,14 @@ def compare_requests(client: Ask, provider: Ask) -> RequestComparison:
     if not (client.readable and provider.readable):
         findings = [*_unreadable(client), *_unreadable(provider)]
         return RequestComparison("inconclusive", client, provider, findings)
+    try:
+        return _compared(client, provider)
+    except RecursionError:
+        deep = Finding(Code.REQUEST_UNREADABLE, "request", detail="nested too deep to compare")
+        return RequestComparison("inconclusive", client, provider, [deep])
+
+
+def _compared(client: Ask, provider: Ask) -> RequestComparison:
     reach = _Reach.of(provider.dialect)
     stand_in = _stand_in(client, provider)
     findings = [
@@ -82,7 +94,8 @@ def compare_requests(client: Ask, provider: Ask) -> RequestComparison:
         *_parameters(client, provider, reach),
     ]
     breaking = any(finding.severity in BREAKING for finding in findings)
-    return RequestComparison("diverged" if breaking else "equal", client, provider, findings)
+    return RequestComparison("diverged" if breaking else "equal", client, provider, findings,
+                             stand_in.name if stand_in is not None else None)
 
 
 def _unreadable(ask: Ask) -> list[Finding]:
@@ -97,14 +110,22 @@ def _unsupported(part: str, detail: str, *, tool: str | None = None) -> Finding:
     return _finding(Code.REQUEST_PART_UNSUPPORTED, f"{part}: {detail}", tool=tool)
 
 
+def _by_name(tools: list[Tool]) -> dict[str, Tool]:
+    """Tools by name, the first of a name (as `Ask.tool` finds it)."""
+    named: dict[str, Tool] = {}
+    for tool in tools:
+        named.setdefault(tool.name, tool)
+    return named
+
+
 def _stand_in(client: Ask, provider: Ask) -> Tool | None:
     """The provider's tool that carries the client's structured-output schema, if any."""
     wanted = client.response_format
     if wanted is None or wanted.kind != "json_schema":
         return None
+    mine = _by_name(client.tools)
     return next((tool for tool in provider.tools
-                 if client.tool(tool.name) is None and tool.schema_key == wanted.schema_key),
-                None)
+                 if tool.name not in mine and tool.schema_key == wanted.schema_key), None)
 
 
 def _tools(client: Ask, provider: Ask, reach: _Reach, stand_in: Tool | None) -> list[Finding]:
@@ -112,15 +133,16 @@ def _tools(client: Ask, provider: Ask, reach: _Reach, stand_in: Tool | None) -> 
     findings: list[Finding] = []
     if not offered and _choice(client).mode == "none":
         return findings
+    mine, theirs = _by_name(client.tools), _by_name(provider.tools)
     for tool in client.tools:
-        other = provider.tool(tool.name)
+        other = theirs.get(tool.name)
         if other is None:
             findings.append(_finding(Code.REQUEST_TOOL_DROPPED, "not offered upstream",
                                      tool=tool.name))
         else:
             findings.extend(_tool_changes(tool, other, reach))
     findings.extend(_finding(Code.REQUEST_TOOL_ADDED, "offered upstream only", tool=tool.name)
-                    for tool in offered if client.tool(tool.name) is None)
+                    for tool in offered if tool.name not in mine)
     return findings
 
 

@@ -7,7 +7,8 @@ turns `const` into a one-value `enum`, writes Gemini's upper-case types, drops a
 
 - `$ref` resolved (by `referencing`, the jsonschema project's resolver) against the root's
   `$defs` / `definitions`, and inlined; a reference back into itself (a recursive type) becomes
-  `{"$recursive": <the reference>}`; one that cannot be resolved stays `{"$ref": …}`;
+  `{"$recursive": <the reference>}`; one that cannot be resolved, or met once MAX_INLINED
+  subschemas have been inlined, stays `{"$ref": …}`;
 - annotations dropped (`title`, `description`, `examples`, `default`, `$comment`, `$schema`,
   `$id`, `deprecated`, `readOnly`, `writeOnly`, Gemini's `propertyOrdering`): they change no
   argument's acceptance;
@@ -23,7 +24,8 @@ everywhere, for comparing with a dialect whose schema subset cannot say them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import hashlib
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
@@ -45,6 +47,9 @@ SUBSCHEMAS = frozenset({"items", "additionalProperties", "not", "contains", "pro
 SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
 MAX_DEPTH = 64
 """Nesting past this is not followed (a hostile or runaway schema): it reads `{"$deep": true}`."""
+MAX_INLINED = 10_000
+"""Subschemas walked inside inlined references, past which a reference is no longer inlined (it
+reads `{"$ref": …}`): definitions that each use the next twice would inline exponentially many."""
 ROOT = "urn:calltap:schema"
 
 
@@ -80,12 +85,15 @@ class _Normalizer:
     def __init__(self, resolver: Any, without: frozenset[str]) -> None:
         self.resolver = resolver
         self.drop = ANNOTATIONS | without
+        self.inlined = 0
+        self.texts: dict[int, tuple[Any, str]] = {}
 
     def walk(self, schema: Any, refs: tuple[str, ...], depth: int) -> Any:
         if not isinstance(schema, dict):
             return schema
         if depth > MAX_DEPTH:
             return {"$deep": True}
+        self.inlined += bool(refs)
         reference = schema.get("$ref")
         if isinstance(reference, str):
             target = self._resolve(reference, refs)
@@ -96,7 +104,7 @@ class _Normalizer:
         return self._keywords(schema, refs, depth)
 
     def _resolve(self, reference: str, refs: tuple[str, ...]) -> dict[str, Any] | None:
-        if reference in refs or self.resolver is None:
+        if reference in refs or self.resolver is None or self.inlined > MAX_INLINED:
             return None
         try:
             contents = self.resolver.lookup(reference).contents
@@ -116,13 +124,32 @@ class _Normalizer:
                                 for key, item in value.items()}
             elif name in SUBSCHEMA_LISTS | BRANCH_SETS and isinstance(value, list):
                 items = [self.walk(item, refs, depth + 1) for item in value]
-                result[name] = _as_set(items) if name in BRANCH_SETS else items
+                result[name] = _as_set(items, self.text) if name in BRANCH_SETS else items
             else:
                 result[name] = value
-        return _canonical_keywords(result)
+        return _canonical_keywords(result, self.text)
+
+    def text(self, value: Any) -> str:
+        """What a set is ordered and deduplicated by: a scalar's `stable_text`, an object's or an
+        array's digest of its members' texts, each computed once (a set nested in sets is not
+        read again at every level of them)."""
+        kind = type(value)
+        if kind is not dict and kind is not list:
+            return stable_text(canonical_key(value))
+        known = self.texts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if kind is dict:
+            inner = "{" + ",".join(sorted(f"{orjson.dumps(name).decode()}:{self.text(item)}"
+                                          for name, item in value.items())) + "}"
+        else:
+            inner = "[" + ",".join(self.text(item) for item in value) + "]"
+        text = "#" + hashlib.blake2b(inner.encode(), digest_size=16).hexdigest()
+        self.texts[id(value)] = (value, text)
+        return text
 
 
-def _canonical_keywords(result: dict[str, Any]) -> dict[str, Any]:
+def _canonical_keywords(result: dict[str, Any], text: Callable[[Any], str]) -> dict[str, Any]:
     """`const` as `enum`, `nullable` as a type, sets as sorted lists, defaults dropped."""
     if "const" in result:
         const = result.pop("const")
@@ -139,7 +166,7 @@ def _canonical_keywords(result: dict[str, Any]) -> dict[str, Any]:
         result["type"] = [*result["type"], "null"]
     for name in SET_KEYWORDS:
         if isinstance(result.get(name), list):
-            result[name] = _as_set(result[name])
+            result[name] = _as_set(result[name], text)
     for name in ("properties", "required", "patternProperties"):
         if result.get(name) in ({}, []):
             del result[name]
@@ -148,9 +175,9 @@ def _canonical_keywords(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _as_set(items: list[Any]) -> list[Any]:
-    """A list whose order does not matter, deduplicated by meaning and in one order."""
-    unique = {stable_text(canonical_key(item)): item for item in items}
+def _as_set(items: list[Any], text: Callable[[Any], str]) -> list[Any]:
+    """A list whose order does not matter, deduplicated by meaning (`text`) and in one order."""
+    unique = {text(item): item for item in items}
     return [unique[key] for key in sorted(unique)]
 
 

@@ -7,7 +7,7 @@
   back in history: `reasoning_content` (unsigned text) and LiteLLM's `thinking_blocks`
   (`thinking` with its `signature`, `redacted_thinking`);
 - a `tool` message is a tool result in a user turn, linked by `tool_call_id`; a legacy
-  `function` message one linked by `name`;
+  `function` message one linked by `name` (an id or a name that is not a string links nothing);
 - `tools[].function` and the legacy `functions`; `tool_choice` (and the legacy
   `function_call`) on the Ask's scale; `parallel_tool_calls`; `response_format`;
   `max_completion_tokens` (else `max_tokens`); `stop`; sampling, with the `top_k` that
@@ -100,8 +100,8 @@ def _message(message: dict[str, Any], result: Ask) -> None:
     elif role == "assistant":
         result.turns.append(_assistant(message))
     elif role in ("tool", "function"):
-        call_id = message.get("tool_call_id") if role == "tool" else None
-        name = message.get("name") if role == "function" else None
+        call_id = _string(message.get("tool_call_id")) if role == "tool" else None
+        name = _string(message.get("name")) if role == "function" else None
         outcome = ToolResult(call_id, name, tuple(content_parts(content)), None)
         result.turns.append(Turn("user", results=[outcome]))
     else:
@@ -116,8 +116,8 @@ def _assistant(message: dict[str, Any]) -> Turn:
     for call in listed(message.get("tool_calls"), "tool_calls"):
         function = need(need(call, dict, "a tool call").get("function"), dict, "a call's function")
         turn.calls.append(HistoryCall(need(function.get("name"), str, "a call's name"),
-                                      arguments_key(function.get("arguments")), call.get("id"),
-                                      function.get("arguments")))
+                                      arguments_key(function.get("arguments")),
+                                      _string(call.get("id")), function.get("arguments")))
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         turn.calls.append(HistoryCall(need(legacy.get("name"), str, "a call's name"),
@@ -135,6 +135,10 @@ def _assistant(message: dict[str, Any]) -> Turn:
             turn.reasoning.append(Reasoning(str(block.get("thinking") or ""),
                                             signed=bool(block.get("signature"))))
     return turn
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def content_parts(content: Any) -> list[Part]:
