@@ -135,12 +135,15 @@ def test_tools_are_read_by_name_and_a_function_without_strict_is_strict() -> Non
     assert wiki.name == "mcp:deepwiki"
 
 
-@pytest.mark.parametrize("strict", [None, True])
-def test_strict_absent_or_null_is_the_apis_default(strict: bool | None) -> None:
+def test_strict_absent_is_the_apis_default_and_null_is_not_strict() -> None:
+    """An absent `strict` is strict in the Responses API; LiteLLM's Chat-to-Responses bridge
+    sends `strict: null` for a Chat tool without one, which OpenAI takes as not strict (it
+    accepts the schemas strict mode refuses)."""
     function = {"type": "function", "name": "f", "parameters": {"type": "object"}}
-    if strict is None:
-        assert ask({"input": [], "tools": [function]}).tools[0].strict is True
-    assert ask({"input": [], "tools": [{**function, "strict": strict}]}).tools[0].strict is True
+    assert ask({"input": [], "tools": [function]}).tools[0].strict is True
+    assert ask({"input": [], "tools": [{**function, "strict": True}]}).tools[0].strict is True
+    assert ask({"input": [], "tools": [{**function, "strict": None}]}).tools[0].strict is None
+    assert ask({"input": [], "tools": [{**function, "strict": False}]}).tools[0].strict is False
 
 
 def test_the_input_items_are_turns_in_order() -> None:

@@ -67,8 +67,11 @@ QUESTION = "What is the weather in Taipei, and the time in UTC?"
 MESSAGES_TOOLS = [{"name": tool["function"]["name"], "description": tool["function"]["description"],
                    "input_schema": tool["function"]["parameters"]} for tool in (WEATHER, CLOCK)]
 """The suite's two tools as Claude Code declares tools on `/v1/messages`."""
-RESPONSES_TOOLS = [{"type": "function", **tool["function"]} for tool in (WEATHER, CLOCK)]
-"""The same tools as Codex declares them on `/v1/responses`."""
+RESPONSES_TOOLS = [{"type": "function", **tool["function"], "strict": False}
+                   for tool in (WEATHER, CLOCK)]
+"""The same tools as Codex declares them on `/v1/responses`: Codex's `ResponsesApiTool`
+(codex-rs) always writes `strict`, false for its function tools (a Responses tool without it is
+strict)."""
 
 
 @dataclass

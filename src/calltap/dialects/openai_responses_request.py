@@ -14,8 +14,10 @@
   - `reasoning` is reasoning carried in history: its summary's text (its `content` text when it
     has no summary), signed when `encrypted_content` came along;
   - other items (hosted tools' calls, item references) are skipped;
-- `tools[]`: a `function` tool by its name, strict unless `strict: false` (in the Responses API a
-  function tool without `strict` is strict); a `custom` tool by its name; an `mcp` tool as
+- `tools[]`: a `function` tool by its name, strict when `strict` is absent (in the Responses API a
+  function tool without `strict` is strict) or true; `strict: null` is not strict (LiteLLM's
+  Chat-to-Responses bridge sends it for every non-strict Chat tool, and OpenAI takes those
+  schemas, which strict mode would refuse); a `custom` tool by its name; an `mcp` tool as
   `mcp:<server_label>`; any other (web_search, file_search, …) by its type;
 - `tool_choice`: `none`, `auto`, `required`; `{"type": "function" | "custom", "name"}` that
   tool; a hosted tool's `{"type": …}` (and `mcp`) that tool, named as in `tools`;
@@ -174,9 +176,8 @@ def _image(part: dict[str, Any]) -> Part:
 def _tool(item: dict[str, Any]) -> Tool:
     kind = item.get("type")
     if kind == "function":
-        strict = item.get("strict")
-        return tool(item.get("name"), item.get("description"), item.get("parameters"),
-                    strict if isinstance(strict, bool) else True)
+        strict = item.get("strict", True)
+        return tool(item.get("name"), item.get("description"), item.get("parameters"), strict)
     if kind == "custom":
         return tool(item.get("name"), item.get("description"), None, None)
     return tool(_hosted_name(item), None, None, None)
