@@ -187,6 +187,8 @@ def _media(parts: Iterable[Part]) -> list[str]:
 def media_difference(mine: list[str], theirs: list[str]) -> tuple[list[str], list[str]]:
     """Media only on one side and only on the other; a URL matches inline data of its kind
     (the first left of that kind, in order)."""
+    if mine == theirs:
+        return [], []
     common = Counter(mine) & Counter(theirs)
     lost, added = _less(mine, common), _less(theirs, common)
     of_kind: dict[str, deque[int]] = {}
@@ -240,11 +242,12 @@ def _linked_results(turns: list[Turn]) -> list[list[_Result]]:
     by_name: dict[str, list[tuple[int, Hashable]]] = {}
     linked: list[list[_Result]] = []
     for index, turn in enumerate(turns):
-        seen: Counter[Hashable] = Counter()
+        seen: dict[Hashable, int] = {}
         named: dict[str, list[tuple[int, Hashable]]] = {}
         for call in turn.calls:
-            identity = (call.name, call.arguments, seen[(call.name, call.arguments)])
-            seen[(call.name, call.arguments)] += 1
+            called = (call.name, call.arguments)
+            seen[called] = seen.get(called, -1) + 1
+            identity = (*called, seen[called])
             if isinstance(call.id, str):
                 calls.setdefault(call.id, (index, identity))
             named.setdefault(call.name, []).append((index, identity))
