@@ -120,7 +120,9 @@ async def test_a_request_without_model_is_a_400_in_ollamas_shape(provider, clien
 # The gateway's translation
 
 
-def test_a_conversation_translates_as_litellm_sends_it():
+def test_a_conversation_translates_as_litellm_sends_it_with_the_result_named():
+    """LiteLLM's shape, and the result's function name beside its call id: LiteLLM's calls carry
+    no id, so without `tool_name` nothing links the result to its call."""
     chat = {
         "model": "llama3.2",
         "messages": [
@@ -153,7 +155,7 @@ def test_a_conversation_translates_as_litellm_sends_it():
                 "content": "",
                 "tool_calls": [{"function": {"name": "weather", "arguments": {"city": "Taipei"}}}],
             },
-            {"role": "tool", "content": "sunny"},
+            {"role": "tool", "content": "sunny", "tool_call_id": "call_1", "tool_name": "weather"},
         ],
         "stream": False,
         "tools": [WEATHER_TOOL],

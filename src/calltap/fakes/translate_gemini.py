@@ -6,8 +6,9 @@ system messages become `system_instruction.parts`; the other turns become `conte
 parts and a tool message a `functionResponse{name, response: {content}}` part of a user turn (the
 name found from the call's id); `tools[].function` become one `{"function_declarations": […]}`
 tool; `tool_choice` becomes `toolConfig.functionCallingConfig.mode` (AUTO, ANY, NONE, or ANY with
-`allowedFunctionNames` for a named function); `max_tokens` and `stop` become
-`generationConfig.max_output_tokens` and `stop_sequences`. The path is
+`allowedFunctionNames` for a named function); `max_tokens`, `stop`, `temperature` and `top_p`
+become `generationConfig.max_output_tokens`, `stop_sequences`, `temperature` and `top_p` (the
+proto names, as LiteLLM writes them; a 0 is sent). The path is
 `/v1beta/models/{model}:streamGenerateContent?alt=sse` for a stream, `:generateContent` else; the
 client's bearer token travels as `x-goog-api-key`.
 
@@ -32,7 +33,14 @@ import orjson
 
 from calltap.fakes.chat_answer import ChatTranslation, completion, keep_calls, usage
 from calltap.fakes.defects import Payload
-from calltap.fakes.translate_request import decoded, functions, text_parts, tool_calls
+from calltap.fakes.translate_request import (
+    SAMPLING,
+    decoded,
+    functions,
+    numbers,
+    text_parts,
+    tool_calls,
+)
 
 FILTERED = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
@@ -114,7 +122,7 @@ def _tool_config(choice: Any) -> dict[str, Any]:
 
 
 def _generation_config(chat: dict[str, Any]) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
+    settings: dict[str, Any] = numbers(chat, SAMPLING)
     limit = chat.get("max_completion_tokens") or chat.get("max_tokens")
     if limit:
         settings["max_output_tokens"] = limit

@@ -10,8 +10,19 @@ when the client set none (Messages requires it); an assistant's tool calls becom
 blocks, `function_call` items, Ollama calls with argument objects or `toolUse` blocks; tool
 messages become `tool_result` blocks (merged into one user message), `function_call_output`
 items, `tool` messages or `toolResult` blocks (merged too); `stop` becomes `stop_sequences`,
-`options.stop` or `inferenceConfig.stopSequences`. Ollama is told `stream` either way (it streams
-by default); a Converse request says nothing of it, nor of the model: both are in its path.
+`options.stop` or `inferenceConfig.stopSequences`; `temperature` and `top_p` travel as they are
+(top level, `options` with `seed`, `inferenceConfig.temperature`/`topP`), a 0 included. Ollama
+is told `stream` either way (it streams by default); a Converse request says nothing of it, nor
+of the model: both are in its path.
+
+Two places where LiteLLM 1.108.7 is not faithful and these translations are:
+- a Responses function tool gets `strict` as the client set it, else `false`. LiteLLM copies
+  the client's value, `null` when unset, and the Responses API treats a function tool without
+  `strict` as strict wherever its schema allows (Chat Completions does not), so a loose Chat tool
+  becomes a strict one;
+- an Ollama tool message carries the function's name (`tool_name`, found from the call's id)
+  beside the `tool_call_id` LiteLLM sends. LiteLLM sends the calls without ids, so its result's
+  id names no call Ollama was shown, and nothing else links the result to its call.
 """
 
 from __future__ import annotations
@@ -63,6 +74,20 @@ def tool_calls(message: dict[str, Any]) -> list[tuple[Any, Any, str]]:
             text = arguments if isinstance(arguments, str) and arguments else "{}"
             calls.append((call.get("id"), function.get("name"), text))
     return calls
+
+
+def numbers(chat: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """The client's numeric parameters under the target's names (`names`: Chat name -> target
+    name); a 0 is a value, and is kept."""
+    return {
+        key: chat[name]
+        for name, key in names.items()
+        if isinstance(chat.get(name), int | float) and not isinstance(chat.get(name), bool)
+    }
+
+
+SAMPLING = {"temperature": "temperature", "top_p": "top_p"}
+"""Chat Completions' sampling parameters every target takes, by the names most give them."""
 
 
 def decoded(arguments: str) -> Any:
@@ -142,6 +167,7 @@ def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
     limit = chat.get("max_completion_tokens") or chat.get("max_tokens") or DEFAULT_MAX_TOKENS
     request: dict[str, Any] = {"model": chat.get("model"), "messages": messages}
     request["max_tokens"] = limit
+    request.update(numbers(chat, SAMPLING))
     if system:
         request["system"] = system
     tools = [
@@ -209,11 +235,13 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
             "name": function["name"],
             "description": function.get("description", ""),
             "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+            "strict": function.get("strict") is True,
         }
         for function in functions(chat)
     ]
     if tools:
         request["tools"] = tools
+    request.update(numbers(chat, SAMPLING))
     choice = chat.get("tool_choice")
     if choice in ("auto", "none", "required"):
         request["tool_choice"] = choice
@@ -230,25 +258,16 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
 def to_ollama(chat: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions request as an Ollama `/api/chat` request."""
     messages: list[dict[str, Any]] = []
+    names: dict[Any, Any] = {}
     for message in chat.get("messages") or ():
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            continue
-        role = "system" if message["role"] == "developer" else message["role"]
-        content = "".join(text_parts(message.get("content")))
-        entry: dict[str, Any] = {"role": role, "content": content}
-        calls = tool_calls(message) if role == "assistant" else []
-        if calls:
-            entry["tool_calls"] = [
-                {"function": {"name": name, "arguments": decoded(arguments)}}
-                for _, name, arguments in calls
-            ]
-        messages.append(entry)
+        if isinstance(message, dict) and isinstance(message.get("role"), str):
+            messages.append(_ollama_message(message, names))
     request: dict[str, Any] = {"model": chat.get("model"), "messages": messages}
     request["stream"] = chat.get("stream") is True
     tools = [{"type": "function", "function": function} for function in functions(chat)]
     if tools:
         request["tools"] = tools
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = numbers(chat, {**SAMPLING, "seed": "seed"})
     limit = chat.get("max_completion_tokens") or chat.get("max_tokens")
     if limit:
         options["num_predict"] = limit
@@ -258,6 +277,26 @@ def to_ollama(chat: dict[str, Any]) -> dict[str, Any]:
     if options:
         request["options"] = options
     return request
+
+
+def _ollama_message(message: dict[str, Any], names: dict[Any, Any]) -> dict[str, Any]:
+    """One Chat message as an Ollama message: text in one string, calls with argument objects
+    (and no ids, as LiteLLM sends them), a tool result with its call's id and function name
+    (`names` maps the ids of the calls seen so far to their names)."""
+    role = "system" if message["role"] == "developer" else message["role"]
+    entry: dict[str, Any] = {"role": role, "content": "".join(text_parts(message.get("content")))}
+    calls = tool_calls(message) if role == "assistant" else []
+    if calls:
+        names.update((id_, name) for id_, name, _ in calls)
+        entry["tool_calls"] = [
+            {"function": {"name": name, "arguments": decoded(arguments)}}
+            for _, name, arguments in calls
+        ]
+    if role == "tool" and message.get("tool_call_id") is not None:
+        entry["tool_call_id"] = message["tool_call_id"]
+        if names.get(message["tool_call_id"]) is not None:
+            entry["tool_name"] = names[message["tool_call_id"]]
+    return entry
 
 
 def to_converse(chat: dict[str, Any]) -> dict[str, Any]:
