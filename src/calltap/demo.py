@@ -12,14 +12,20 @@ The demo starts four things on 127.0.0.1, on ports the system picks:
   calltap         front and back, exactly as `calltap serve` runs them beside a real gateway:
                   client -> front -> gateway -> back -> provider
   a client        sends a faithful text request, a faithful tool-call request, one tool-call
-                  request per defect, then tool-call requests through the translating gateway
-                  (faithful on every route, and losing the second call on every route), and
-                  waits for calltap to compare each pair
+                  request per stream defect; a conversation (a tool call and its result in
+                  history, an enum in a tool's schema, a named tool_choice, temperature 0) and
+                  an Anthropic Messages conversation whose tool result holds an image, faithful
+                  and once per request defect; then tool-call requests and conversations through
+                  the translating gateway (faithful on every route, and losing the second call on
+                  every route), and waits for calltap to compare each pair
 
 For each request it prints the request id (the capture's directory name), the defect injected,
 what calltap should report, what it reported, and whether that matched. Faithful and cosmetic
 relays (rewritten ids, re-cut fragments, stripped headers, a retried upstream) must compare
 `equal`; every lossy defect must be `diverged` with its code (TOOL_CALLS_DROPPED, DONE_MISSING, …).
+calltap also compares the client's request with the one the provider got: a request defect (a tool
+dropped, the tool choice changed, a tool result's image dropped, temperature 0 dropped, an enum
+lost) must be `diverged` with its request code (REQUEST_TOOL_DROPPED, TOOL_CHOICE_CHANGED, …).
 A translated pair crosses dialects (Anthropic Messages, OpenAI Responses, Ollama's NDJSON, Bedrock
 Converse's binary event stream, Gemini's SSE or Anthropic events in Bedrock's event stream
 upstream, Chat Completions downstream) and is compared by meaning all the same.
@@ -55,8 +61,9 @@ from rich.table import Table
 from calltap.codes import Code, Severity
 from calltap.config import Config, ConfigError
 from calltap.fakes import DEFECT_HEADER, DEFECTS, FAITHFUL, Defect, FakeGateway, FakeProvider
+from calltap.fakes.conversation import CONVERSATION_REQUEST, MESSAGES_CONVERSATION_REQUEST
 from calltap.fakes.gateway import TRANSLATE_HEADER
-from calltap.fakes.provider import CHAT_PATH, TEXT_REQUEST, TOOLS_REQUEST
+from calltap.fakes.provider import CHAT_PATH, MESSAGES_PATH, TEXT_REQUEST, TOOLS_REQUEST
 from calltap.fakes.translate import LOSE_SECOND_TOOL_USE, TRANSLATION_DEFECTS
 from calltap.proxy.app import Calltap
 
@@ -84,24 +91,53 @@ class Scenario:
     defect: Defect
     translate: str | None = None
     """The dialect the gateway translates into (`X-Fake-Gateway-Translate`), if any."""
+    path: str = CHAT_PATH
+    """Where the client sends it: Chat Completions, or Anthropic Messages relayed untranslated."""
+
+    @property
+    def title(self) -> str:
+        """The defect's name, with what was sent unless it is the plain tool-call request."""
+        if self.defect is FAITHFUL or self.translate or self.defect.request is not None:
+            return f"{self.defect.name} ({self.label})"
+        return self.defect.name
+
+
+ROUTES = {
+    "anthropic": "Anthropic Messages",
+    "responses": "OpenAI Responses",
+    "ollama": "Ollama",
+    "converse": "Bedrock Converse",
+    "gemini": "Gemini",
+    "bedrock-invoke": "Anthropic on Bedrock",
+}
+"""Every translation the gateway offers, by the name the demo shows."""
+MESSAGES_CLIENT = frozenset({"drop-result-image"})
+"""Request defects sent as the Anthropic Messages conversation: only it has an image in a tool
+result (a Chat Completions tool message holds text)."""
+
+
+def conversation(defect: Defect) -> Scenario:
+    """The conversation a request defect (or a faithful relay) is sent with."""
+    if defect.name in MESSAGES_CLIENT:
+        return Scenario("Messages conversation", MESSAGES_CONVERSATION_REQUEST, defect,
+                        path=MESSAGES_PATH)
+    return Scenario("conversation", CONVERSATION_REQUEST, defect)
 
 
 SCENARIOS = (
     Scenario("text", TEXT_REQUEST, FAITHFUL),
     Scenario("tool calls", TOOLS_REQUEST, FAITHFUL),
-    *(Scenario("tool calls", TOOLS_REQUEST, defect) for defect in DEFECTS.values()),
-    Scenario("via Anthropic Messages", TOOLS_REQUEST, FAITHFUL, "anthropic"),
-    Scenario("via OpenAI Responses", TOOLS_REQUEST, FAITHFUL, "responses"),
-    Scenario("via Ollama", TOOLS_REQUEST, FAITHFUL, "ollama"),
-    Scenario("via Bedrock Converse", TOOLS_REQUEST, FAITHFUL, "converse"),
-    Scenario("via Gemini", TOOLS_REQUEST, FAITHFUL, "gemini"),
-    Scenario("via Anthropic on Bedrock", TOOLS_REQUEST, FAITHFUL, "bedrock-invoke"),
-    Scenario("via Anthropic Messages", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "anthropic"),
-    Scenario("via OpenAI Responses", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "responses"),
-    Scenario("via Ollama", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "ollama"),
-    Scenario("via Bedrock Converse", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "converse"),
-    Scenario("via Gemini", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "gemini"),
-    Scenario("via Anthropic on Bedrock", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, "bedrock-invoke"),
+    *(Scenario("tool calls", TOOLS_REQUEST, defect)
+      for defect in DEFECTS.values() if defect.request is None),
+    Scenario("conversation", CONVERSATION_REQUEST, FAITHFUL),
+    Scenario("Messages conversation", MESSAGES_CONVERSATION_REQUEST, FAITHFUL, path=MESSAGES_PATH),
+    *(conversation(defect) for defect in DEFECTS.values() if defect.request is not None),
+    *(Scenario(f"via {route}", TOOLS_REQUEST, FAITHFUL, target)
+      for target, route in ROUTES.items()),
+    *(Scenario(f"conversation via {route}", CONVERSATION_REQUEST, FAITHFUL, target)
+      for target, route in ROUTES.items()),
+    *(Scenario(f"via {route}", TOOLS_REQUEST, LOSE_SECOND_TOOL_USE, target)
+      for target, route in ROUTES.items()),
 )
 
 
@@ -217,7 +253,7 @@ async def send(client: aiohttp.ClientSession, calltap: Calltap, scenario: Scenar
         headers[DEFECT_HEADER] = scenario.defect.name
     if scenario.translate is not None:
         headers[TRANSLATE_HEADER] = scenario.translate
-    url = f"{calltap.front_url}{CHAT_PATH}"
+    url = f"{calltap.front_url}{scenario.path}"
     async with client.post(url, json=scenario.request, headers=headers) as response:
         await response.read()
         request_id = response.headers["X-Request-ID"]
@@ -242,9 +278,7 @@ def show(outcomes: list[Outcome], recordings: Path, kept: bool, console: Console
         defect = outcome.scenario.defect
         table.add_row(
             outcome.request_id,
-            f"{defect.name} ({outcome.scenario.label})"
-            if defect is FAITHFUL or outcome.scenario.translate
-            else defect.name,
+            outcome.scenario.title,
             "\n".join(defect.expectations),
             "\n".join(outcome.got()),
             "\n".join(f"[{STYLES[Code(code).severity]}]{code}[/]" for code in outcome.codes) or "-",

@@ -22,17 +22,24 @@ def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+REQUEST_DEFECTS = [name for name, defect in DEFECTS.items() if defect.request is not None]
+ROUTES = ("Anthropic Messages", "OpenAI Responses", "Ollama", "Bedrock Converse", "Gemini",
+          "Anthropic on Bedrock")
+
+
 def test_demo_catches_every_defect_and_exits_0():
     result = run_demo()
     assert result.returncode == 0, result.stdout + result.stderr
     for name in (*DEFECTS, *TRANSLATION_DEFECTS):
         assert name in result.stdout
-    routes = ("Anthropic Messages", "OpenAI Responses", "Ollama", "Bedrock Converse", "Gemini",
-              "Anthropic on Bedrock")
-    for route in routes:
+    for name in REQUEST_DEFECTS:
+        label = "Messages conversation" if name == "drop-result-image" else "conversation"
+        assert f"{name} ({label})" in result.stdout
+    for route in ROUTES:
         assert f"none (via {route})" in result.stdout
+        assert f"none (conversation via {route})" in result.stdout
         assert f"lose-second-tool-use (via {route})" in result.stdout
-    assert len(SCENARIOS) == len(DEFECTS) + 2 + 2 * len(routes)
+    assert len(SCENARIOS) == len(DEFECTS) + 4 + 3 * len(ROUTES)
     assert f"{len(SCENARIOS)}/{len(SCENARIOS)} as expected" in result.stdout
     assert "MISSED" not in result.stdout
     assert '"event"' not in result.stdout
@@ -61,6 +68,18 @@ def test_demo_keeps_captures_and_log_when_asked(tmp_path: Path):
     dropped = [line for line in log if line.get("code") == "TOOL_CALLS_DROPPED"]
     assert dropped and all(line["event"] == "divergence" for line in dropped)
     assert str(recordings / "calltap.log") in result.stdout
+    recorded = [json.loads(pair.read_bytes()) for pair in pairs]
+    by_defect = {pair["legs"]["downstream"]["request_headers"].get("x-fake-gateway-defect"): pair
+                 for pair in recorded}
+    for name in REQUEST_DEFECTS:
+        comparison = by_defect[name]["comparison"]
+        request_codes = {f["code"] for f in comparison["findings"] if f["side"] == "request"}
+        assert comparison["verdict"] == "diverged"
+        assert request_codes == set(DEFECTS[name].codes), name
+        assert any(line["event"] == "divergence" and line.get("side") == "request"
+                   and line["request_id"] == by_defect[name]["request_id"] for line in log)
+    equal = [pair for pair in recorded if pair["comparison"]["verdict"] == "equal"]
+    assert len(equal) == sum(scenario.defect.verdict == "equal" for scenario in SCENARIOS)
 
 
 def test_demo_help_teaches_what_it_does():

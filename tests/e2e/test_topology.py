@@ -15,10 +15,13 @@ import orjson
 import pytest
 
 from calltap.codes import Code, Severity
-from calltap.fakes import DEFECTS, FAITHFUL, Defect
-from calltap.fakes.provider import CHAT_PATH, TEXT_REQUEST, TOOLS_REQUEST
+from calltap.fakes import DEFECT_HEADER, DEFECTS, FAITHFUL, Defect
+from calltap.fakes.conversation import CONVERSATION_REQUEST, MESSAGES_CONVERSATION_REQUEST
+from calltap.fakes.provider import CHAT_PATH, MESSAGES_PATH, TEXT_REQUEST, TOOLS_REQUEST
 
 BREAKING = {Severity.FATAL, Severity.NEGOTIABLE}
+STREAM_DEFECTS = {name: defect for name, defect in DEFECTS.items() if defect.request is None}
+REQUEST_DEFECTS = {name: defect for name, defect in DEFECTS.items() if defect.request is not None}
 
 
 def sha256(body: bytes | bytearray) -> str:
@@ -99,7 +102,7 @@ async def test_a_faithful_gateway_delivers_the_providers_exact_bytes(
     assert_no_secret_on_disk(topology)
 
 
-@pytest.mark.parametrize("defect", DEFECTS.values(), ids=DEFECTS.keys())
+@pytest.mark.parametrize("defect", STREAM_DEFECTS.values(), ids=STREAM_DEFECTS.keys())
 async def test_each_injected_defect_gets_its_documented_verdict(topology, defect: Defect):
     sent = await topology.send(TOOLS_REQUEST, defect)
     upstream = provider_bytes(topology, sent, defect)
@@ -131,6 +134,33 @@ async def test_each_injected_defect_gets_its_documented_verdict(topology, defect
     assert all(line["capture"] == str(sent.directory) for line in divergences)
     assert all(line["level"] == "warning" for line in divergences)
     assert_no_secret_on_disk(topology)
+
+
+@pytest.mark.parametrize("defect", REQUEST_DEFECTS.values(), ids=REQUEST_DEFECTS.keys())
+async def test_each_request_defect_reaches_the_provider_and_is_named(topology, defect: Defect):
+    """The provider gets the changed request, the client the provider's answer as it came, and
+    the pair diverges on the request side alone, one divergence line per breaking finding."""
+    request, path = ((MESSAGES_CONVERSATION_REQUEST, MESSAGES_PATH)
+                     if defect.name == "drop-result-image" else (CONVERSATION_REQUEST, CHAT_PATH))
+    headers = {"Content-Type": "application/json", DEFECT_HEADER: defect.name}
+    url = f"{topology.calltap.front_url}{path}"
+    async with topology.client.post(url, data=orjson.dumps(request), headers=headers) as reply:
+        assert reply.status == 200
+        body, key = await reply.read(), reply.headers["X-Request-ID"]
+    pair = await topology.calltap.wait_compared(key)
+    (directory,) = topology.calltap.recordings.glob(f"*/{key}")
+
+    assert (directory / "downstream.request").read_bytes() == orjson.dumps(request)
+    assert orjson.loads((directory / "upstream.request").read_bytes()) == defect.request(request)
+    assert (directory / "downstream.sse").read_bytes() == body
+    assert (directory / "upstream.sse").read_bytes() == body
+    findings = pair["comparison"]["findings"]
+    assert pair["comparison"]["verdict"] == "diverged"
+    assert {f["code"] for f in findings if f["side"] == "request"} == set(defect.codes)
+    assert all(f["severity"] not in BREAKING for f in findings if f["side"] != "request")
+    divergences = topology.log.lines("divergence", key)
+    assert {line["code"] for line in divergences} == set(defect.codes)
+    assert all(line["side"] == "request" for line in divergences)
 
 
 async def test_dropped_call_is_reported_with_its_count_and_position(topology):

@@ -9,8 +9,8 @@ calls when tools are offered, text otherwise); `FakeGateway` relays to an upstre
 injects one of `DEFECTS` when a request carries `X-Fake-Gateway-Defect: <name>`, and translates
 Chat Completions into any of those dialects, as LiteLLM does, when it carries
 `X-Fake-Gateway-Translate: anthropic|responses|ollama|converse|gemini|bedrock-invoke`.
-`TOOLS_REQUEST` is the request each defect's expectations are written for; `TEXT_REQUEST` asks for
-plain text.
+`TOOLS_REQUEST` is the request each stream defect's expectations are written for (the request
+defects' are in `calltap.fakes.conversation`); `TEXT_REQUEST` asks for plain text.
 """
 
 from calltap.fakes.defects import DEFECTS, FAITHFUL, Defect, defect_named

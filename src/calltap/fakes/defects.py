@@ -6,9 +6,16 @@ hands each payload (a decoded JSON object, or the raw data text such as "[DONE]"
 and serializes what comes back. Transforms are deterministic: the same stream in gives the same
 bytes out.
 
-The expectations (`verdict`, `codes`, `pairing`, `attempts`) are those for a streamed request that
-offers two tools with `stream_options.include_usage`, so the provider answers with two parallel
-tool calls: the request the demo and the end-to-end tests send.
+Request defects rewrite the client's decoded body before the gateway relays or translates it (a
+defect may change the request, the answer, or both): a tool left out, a named tool choice sent as
+"required", a tool result's image dropped, `temperature: 0` dropped as if unset, a schema's
+`enum` lost. The gateway re-serializes the body; the answer is relayed as it comes.
+
+The expectations (`verdict`, `codes`, `pairing`, `attempts`) of the stream defects are those for a
+streamed request that offers two tools with `stream_options.include_usage`, so the provider
+answers with two parallel tool calls: the request the demo and the end-to-end tests send. The
+request defects' are those for `calltap.fakes.conversation.CONVERSATION_REQUEST`, and
+`drop-result-image`'s for its Anthropic Messages twin, whose tool result carries an image.
 """
 
 from __future__ import annotations
@@ -451,6 +458,79 @@ class ChangeTwoValues(Relay):
         return altered(value)
 
 
+Request = dict[str, Any]
+"""A request body as the client sent it, decoded: what a request defect rewrites."""
+SAMPLING = ("temperature", "top_p", "top_k", "seed", "frequency_penalty", "presence_penalty")
+
+
+def drop_last_tool(request: Request) -> Request:
+    """`tools` without its last tool: what a gateway that keeps only the tools it can map sends."""
+    changed = copy.deepcopy(request)
+    tools = changed.get("tools")
+    if isinstance(tools, list) and tools:
+        changed["tools"] = tools[:-1]
+    return changed
+
+
+def named_choice_as_required(request: Request) -> Request:
+    """A named `tool_choice` sent as "required": the model must call a tool, any tool, instead
+    of the one the client named."""
+    changed = copy.deepcopy(request)
+    if isinstance(changed.get("tool_choice"), dict):
+        changed["tool_choice"] = "required"
+    return changed
+
+
+def drop_result_images(request: Request) -> Request:
+    """Anthropic Messages `tool_result` blocks keep their text and lose their images, as a
+    translator that reads a result's text parts only does."""
+    changed = copy.deepcopy(request)
+    for message in changed.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            parts = block.get("content")
+            if isinstance(parts, list):
+                block["content"] = [
+                    part for part in parts
+                    if not (isinstance(part, dict) and part.get("type") == "image")
+                ]
+    return changed
+
+
+def drop_zero_sampling(request: Request) -> Request:
+    """Sampling parameters tested for truth instead of presence (`if temperature:`): a 0 is left
+    out as if the client had set nothing, and the provider samples at its default."""
+    changed = copy.deepcopy(request)
+    for key in SAMPLING:
+        if key in changed and changed[key] is not None and not changed[key]:
+            del changed[key]
+    return changed
+
+
+def drop_enums(request: Request) -> Request:
+    """Every `enum` list in the tools' schemas removed, as an over-eager schema sanitizer does:
+    the model may then send any string where the client allowed a few."""
+    changed = copy.deepcopy(request)
+    if "tools" in changed:
+        changed["tools"] = without_enums(changed["tools"])
+    return changed
+
+
+def without_enums(value: Any) -> Any:
+    """A copy of a JSON value without any `enum` list (a property named `enum` stays)."""
+    if isinstance(value, dict):
+        return {
+            key: without_enums(item)
+            for key, item in value.items()
+            if not (key == "enum" and isinstance(item, list))
+        }
+    if isinstance(value, list):
+        return [without_enums(item) for item in value]
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Defect:
     """One injectable gateway defect and what calltap must report for it."""
@@ -468,6 +548,9 @@ class Defect:
     """Forward none of the client's headers but Content-Type (calltap must pair by content)."""
     retries: bool = False
     """Abandon the first upstream attempt after its response headers and try again."""
+    request: Callable[[Request], Request] | None = None
+    """The request transform: the client's decoded body in, the body the gateway relays (or
+    translates) out; None when the defect leaves the request alone."""
 
     @property
     def pairing(self) -> str:
@@ -601,6 +684,46 @@ DEFECTS: dict[str, Defect] = {
             "any gateway with retries",
             "equal",
             retries=True,
+        ),
+        Defect(
+            "drop-tool",
+            "sends `tools` without the last tool the client offered",
+            "tools stripped in transit, e.g. litellm PR #38265",
+            "diverged",
+            frozenset({Code.REQUEST_TOOL_DROPPED}),
+            request=drop_last_tool,
+        ),
+        Defect(
+            "named-choice-required",
+            "sends a `tool_choice` naming one function as \"required\" (any tool)",
+            "litellm PR #29812",
+            "diverged",
+            frozenset({Code.TOOL_CHOICE_CHANGED}),
+            request=named_choice_as_required,
+        ),
+        Defect(
+            "drop-result-image",
+            "keeps a tool result's text and drops its image (an Anthropic Messages request)",
+            "axonhub PR #2117, bifrost PR #2658",
+            "diverged",
+            frozenset({Code.HISTORY_TOOL_RESULT_CHANGED}),
+            request=drop_result_images,
+        ),
+        Defect(
+            "drop-zero-temperature",
+            "leaves out `temperature: 0` (any sampling value of 0) as if it were unset",
+            "litellm #822, Portkey gateway #1423",
+            "diverged",
+            frozenset({Code.SAMPLING_CHANGED}),
+            request=drop_zero_sampling,
+        ),
+        Defect(
+            "drop-schema-enum",
+            "removes every `enum` from the tools' parameter schemas",
+            "schema sanitizers, e.g. hermes-agent PR #15082",
+            "diverged",
+            frozenset({Code.TOOL_SCHEMA_CHANGED}),
+            request=drop_enums,
         ),
     )
 }

@@ -15,9 +15,11 @@ each payload through the defect's transform and re-serializes the result (each e
 (`change-two-values`). `drop-second-call` also loses the second call of an Anthropic Messages or
 OpenAI Responses stream (a `/v1/messages` or `/v1/responses` request relayed untranslated).
 `strip-headers` forwards nothing but Content-Type; `retry-once` abandons the first upstream attempt
-after its response headers and relays a second one. An unknown defect name is a 400. A gateway
-started with `defect=NAME` injects that defect into every request that names none (a client that
-cannot add headers, such as `calltap probe`, meets a broken gateway that way).
+after its response headers and relays a second one. A request defect (`drop-tool`,
+`named-choice-required`, `drop-result-image`, `drop-zero-temperature`, `drop-schema-enum`)
+rewrites the client's JSON body before it is relayed or translated. An unknown defect name is a
+400. A gateway started with `defect=NAME` injects that defect into every request that names none
+(a client that cannot add headers, such as `calltap probe`, meets a broken gateway that way).
 
 An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
 that breaks mid-body gets the client's connection aborted, with no ending made up.
@@ -150,6 +152,18 @@ class Chained(Relay):
         return tail + self.then.end()
 
 
+def rewritten(body: bytes, defect: Defect) -> bytes:
+    """The body through the defect's request transform; as it came when the defect has none or
+    the body is not a JSON object."""
+    if defect.request is None:
+        return body
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    return orjson.dumps(defect.request(decoded)) if isinstance(decoded, dict) else body
+
+
 def requested_target(request: web.Request) -> Target | None:
     """The translation a request asks for; None when it asks for none or is not a chat
     completion. ValueError for an unknown name."""
@@ -240,7 +254,7 @@ class FakeGateway(LoopbackServer):
         self.defects_injected.append(defect.name)
         if not self.upstream:
             return error_response(502, "the gateway has no upstream yet", "upstream_error")
-        body = await request.read()
+        body = rewritten(await request.read(), defect)
         names = ("Content-Type",) if defect.strips_headers else FORWARDED_HEADERS
         headers = {name: request.headers[name] for name in names if name in request.headers}
         chat: dict[str, Any] = {}
