@@ -10,6 +10,7 @@ nothing that set lacks.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aiohttp
@@ -78,12 +79,12 @@ async def test_a_running_calltap_exports_nothing_the_derived_names_lack(
             for sample in family.samples if sample.name.startswith("calltap_")}
     assert "calltap_divergences_total" in live
     assert live <= exported, live - exported
-    divergences = {(sample.labels["code"], sample.labels["route"])
+    divergences = {(sample.labels["code"], sample.labels["route"], sample.labels["side"])
                    for family in text_string_to_metric_families(text)
                    for sample in family.samples if sample.name == "calltap_divergences_total"}
     route = next(path for path in COMPARED_PATHS if CHAT_PATH.endswith(path))
     assert route != CHAT_PATH  # a compared path, never the request's own
-    assert ("TOOL_CALLS_DROPPED", route) in divergences
+    assert ("TOOL_CALLS_DROPPED", route, "downstream") in divergences
 
 
 def test_every_dashboard_query_selects_series_calltap_exports(exported: set[str]) -> None:
@@ -92,6 +93,24 @@ def test_every_dashboard_query_selects_series_calltap_exports(exported: set[str]
     queries = dashboard_queries(dashboard)
     assert len(queries) >= 20
     assert unknown_names(queries, known) == {}
+
+
+def test_divergence_panels_tell_the_answer_from_the_request() -> None:
+    """Every dashboard query of divergences keeps `side` (and `code`, `route`): a finding about
+    the answer the client got and one about the request the provider received stay apart."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = {where: expr for where, expr in dashboard_queries(dashboard).items()
+               if metric_names(expr) & {"calltap_divergences_total",
+                                        "calltap:divergences:increase5m"}}
+    assert len(queries) >= 2
+    for where, expr in queries.items():
+        grouping = re.fullmatch(r"sum by \(([\w, ]+)\) \(.*\)", expr)
+        assert grouping is not None, where
+        assert {"code", "route", "side"} <= set(grouping.group(1).split(", ")), where
+    legends = {f"{panel['title']} / {target['refId']}": target.get("legendFormat", "")
+               for panel in panels(dashboard["panels"]) for target in panel.get("targets", [])}
+    for where in queries:
+        assert legends[where] in ("", "{{code}} {{route}} {{side}}"), where
 
 
 def test_every_rule_selects_series_calltap_exports(exported: set[str]) -> None:

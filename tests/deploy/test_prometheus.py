@@ -83,17 +83,61 @@ def test_unit_tests_catch_a_missed_first_divergence(tmp_path: Path) -> None:
     assert "first divergence of a code fires at once" in result.stdout + result.stderr
 
 
-def test_usage_codes_are_the_negotiable_ones() -> None:
-    """The rules tell negotiable codes (a warning) from fatal ones (critical) by name: the list
-    must be calltap's own."""
+ALERTS_BY_SEVERITY = {
+    "critical": {"CalltapDivergence": '!="request"', "CalltapRequestDivergence": '="request"'},
+    "warning": {"CalltapUsageDivergence": None, "CalltapRequestNegotiable": '="request"'},
+}
+"""The divergence alerts, each with its `side` matcher (None: none). CalltapDivergence's
+`!="request"` also matches series of calltap versions that had no `side` label."""
+
+
+def codes_of(expression: str, operator: str) -> set[str]:
+    """The codes a divergence rule's `code` matcher lists (`=~` or `!~`)."""
+    (matched,) = re.findall(rf'code{operator}"([^"]+)"', expression)
+    return set(matched.split("|"))
+
+
+def test_warnings_name_the_negotiable_codes_and_critical_alerts_exclude_them() -> None:
+    """The rules tell negotiable codes (a warning) from fatal ones (critical) by name: the lists
+    must be calltap's own. The warnings name calltap's negotiable codes, the usage ones on the
+    answer side and the others on the request side; each critical alert excludes all of them, so
+    every fatal code pages and no negotiable one does, whichever side it is on."""
     negotiable = {str(code) for code, severity in SEVERITY.items()
                   if severity is Severity.NEGOTIABLE}
+    usage = {code for code in negotiable if code.startswith("USAGE_")}
+    assert usage and usage != negotiable
     expressions = rule_expressions()
-    usage = re.search(r'code=~"([^"]+)"', expressions["CalltapUsageDivergence"])
-    fatal = re.search(r'code!~"([^"]+)"', expressions["CalltapDivergence"])
-    assert usage is not None and fatal is not None
-    assert set(usage.group(1).split("|")) == negotiable
-    assert fatal.group(1) == usage.group(1)
+    for alerts in ALERTS_BY_SEVERITY.values():
+        for name, side in alerts.items():
+            sides = re.findall(r'side(!?="[^"]*")', expressions[name])
+            assert sides == ([] if side is None else [side]), name
+    assert codes_of(expressions["CalltapUsageDivergence"], "=~") == usage
+    assert codes_of(expressions["CalltapRequestNegotiable"], "=~") == negotiable - usage
+    for name in ALERTS_BY_SEVERITY["critical"]:
+        assert codes_of(expressions[name], "!~") == negotiable, name
+        assert "code=~" not in expressions[name], name
+    divergence_alerts = {name for name, expr in expressions.items()
+                         if "calltap:divergences:" in expr and name in alert_names()}
+    assert divergence_alerts == set(ALERTS_BY_SEVERITY["critical"]) | set(
+        ALERTS_BY_SEVERITY["warning"])
+    severities = {rule["alert"]: rule["labels"]["severity"]
+                  for group in yaml.safe_load(RULES.read_text())["groups"]
+                  for rule in group["rules"] if "alert" in rule}
+    for severity, alerts in ALERTS_BY_SEVERITY.items():
+        assert {severities[name] for name in alerts} == {severity}
+
+
+def test_unit_tests_catch_a_request_finding_paging_as_an_answer(tmp_path: Path) -> None:
+    """Without its `side` matcher, CalltapDivergence fires for a request finding too: the unit
+    tests must say so."""
+    rules = RULES.read_text()
+    blind = rules.replace('{side!="request",', "{", 1)
+    assert blind != rules
+    (tmp_path / RULES.name).write_text(blind)
+    (tmp_path / RULE_TESTS.name).write_text(RULE_TESTS.read_text())
+    result = promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "a fatal request finding fires the request alert" in result.stdout + result.stderr
 
 
 @dataclass
@@ -160,9 +204,11 @@ async def test_a_dropped_call_raises_the_divergence_alert_in_prometheus(
         f"TOOL_CALLS_DROPPED in 1 pair(s) on {target}: "
         "the gateway changed what the provider answered")
     assert dropped["annotations"]["runbook"] == "docs/alerts.md#calltapdivergence"
-    by_code = panels["Divergences in the last 5 minutes, by code and route / A"]
-    assert {(series["metric"]["code"], series["metric"]["route"]) for series in by_code} == {
-        ("TOOL_CALLS_DROPPED", "/chat/completions"), ("TOOL_CALL_SET_CHANGED", "/chat/completions")}
+    by_code = panels["Divergences in the last 5 minutes, by code, route and side / A"]
+    assert {(series["metric"]["code"], series["metric"]["route"], series["metric"]["side"])
+            for series in by_code} == {
+        ("TOOL_CALLS_DROPPED", "/chat/completions", "downstream"),
+        ("TOOL_CALL_SET_CHANGED", "/chat/completions", "downstream")}
     alert_table = panels["calltap alerts now / A"]
     assert {series["metric"]["code"] for series in alert_table} == {
         "TOOL_CALLS_DROPPED", "TOOL_CALL_SET_CHANGED"}
