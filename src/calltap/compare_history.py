@@ -16,7 +16,9 @@
 - Tool results are followed to their calls (their text compared as JSON by meaning when it is
   JSON): by id where the result names one its side knows, else
   by function name (the next call of that name in the latest assistant turn), and identified by
-  that call's name, arguments and occurrence and how many turns back it stands. A result linked
+  that call's name, arguments and occurrence and how many turns back it stands; where a side's
+  calls carry no ids at all (Ollama's), a result that names none of them answers the next call
+  not answered yet, as that dialect links them, by place. A result linked
   to another call (two results naming one id) is therefore a change, whatever the ids. An id or
   a name that is not a string links nothing.
 - A tool result's media the provider's dialect cannot carry inside a result, moved into the turn
@@ -239,11 +241,12 @@ def _media_said(lost: list[str], added: list[str]) -> str:
 def _linked_results(turns: list[Turn]) -> list[list[_Result]]:
     """Each turn's tool results as compared, each linked to the call it answers."""
     calls: dict[str, tuple[int, Hashable]] = {}
-    by_name: dict[str, list[tuple[int, Hashable]]] = {}
+    latest = _Latest({}, {}, False)
     linked: list[list[_Result]] = []
     for index, turn in enumerate(turns):
         seen: dict[Hashable, int] = {}
         named: dict[str, list[tuple[int, Hashable]]] = {}
+        in_order: list[tuple[int, Hashable]] = []
         for call in turn.calls:
             called = (call.name, call.arguments)
             seen[called] = seen.get(called, -1) + 1
@@ -251,17 +254,36 @@ def _linked_results(turns: list[Turn]) -> list[list[_Result]]:
             if isinstance(call.id, str):
                 calls.setdefault(call.id, (index, identity))
             named.setdefault(call.name, []).append((index, identity))
+            in_order.append((index, identity))
         if turn.calls:
-            by_name = named
-        linked.append([_result(index, result, calls, by_name) for result in turn.results])
+            latest = _Latest(named, dict.fromkeys(in_order),
+                             any(isinstance(call.id, str) for call in turn.calls))
+        linked.append([_result(index, result, calls, latest) for result in turn.results])
     return linked
 
 
+@dataclass(slots=True)
+class _Latest:
+    """The latest assistant turn's calls: by name, those not answered yet in order, and whether
+    that side gave its calls ids."""
+
+    by_name: dict[str, list[tuple[int, Hashable]]]
+    open: dict[tuple[int, Hashable], None]
+    """Ordered: the first key is the next call not answered."""
+    ids: bool
+
+
 def _result(index: int, result: ToolResult, calls: dict[str, tuple[int, Hashable]],
-            by_name: dict[str, list[tuple[int, Hashable]]]) -> _Result:
+            latest: _Latest) -> _Result:
+    """The result linked by the id it names, else by its function's name, else, where that
+    side's calls carry no ids (Ollama's), by its place: the next call not answered yet."""
     answered = calls.get(result.call_id) if isinstance(result.call_id, str) else None
-    if answered is None and isinstance(result.name, str) and by_name.get(result.name):
-        answered = by_name[result.name].pop(0)
+    if answered is None and isinstance(result.name, str) and latest.by_name.get(result.name):
+        answered = latest.by_name[result.name].pop(0)
+    if answered is None and not latest.ids and latest.open:
+        answered = next(iter(latest.open))
+    if answered is not None:
+        latest.open.pop(answered, None)
     link = ("unlinked",) if answered is None else (index - answered[0], answered[1])
     return _Result(link, _result_text(result.parts), tuple(sorted(_media(result.parts))),
                    result.is_error is True)
