@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import orjson
 
-from calltap.compare import compare_captures, with_requests
+from calltap.compare import compare_captures
+from calltap.compare_pair import with_requests
 from calltap.compare_requests import PairRequests, RecordedRequest
 from calltap.transcript import Capture
 

@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 
 from calltap import recordings
-from calltap.compare import compare_captures, with_requests
+from calltap.compare import compare_captures
+from calltap.compare_pair import with_requests
 from calltap.compare_requests import PairRequests, RecordedRequest
 from calltap.report import comparison_json
 from calltap.transcript import Capture

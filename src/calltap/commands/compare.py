@@ -58,7 +58,8 @@ from calltap.commands.check import (
     sibling_leg,
     usage_error,
 )
-from calltap.compare import Comparison, compare_captures, with_requests
+from calltap.compare import Comparison, compare_captures
+from calltap.compare_pair import with_requests
 from calltap.compare_requests import compare_requests
 from calltap.dialects.asks import read_ask
 from calltap.report import comparison_json, render_comparison, render_requests, requests_json

@@ -31,7 +31,8 @@ from rich.table import Table
 from calltap import recordings
 from calltap.bucket_copy import local_source
 from calltap.commands.check import EXIT_CODES, print_json, usage_error
-from calltap.compare import check_capture, compare_captures, with_requests
+from calltap.compare import check_capture, compare_captures
+from calltap.compare_pair import with_requests
 from calltap.report import VERDICT_STYLES
 from calltap.storage import StoreError
 from calltap.transcript import Capture

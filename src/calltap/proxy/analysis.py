@@ -35,7 +35,8 @@ import orjson
 
 from calltap import recordings
 from calltap.codes import Code
-from calltap.compare import Comparison, check_capture, compare, compare_captures, with_requests
+from calltap.compare import Comparison, check_capture, compare, compare_captures
+from calltap.compare_pair import with_requests
 from calltap.compare_requests import PairRequests, RecordedRequest
 from calltap.dialects import UNKNOWN, transcribe
 from calltap.proxy.capture import write_fully

@@ -21,7 +21,8 @@ from typing import Any
 
 from calltap import eventstream, ndjson, sse
 from calltap.codes import Code
-from calltap.compare import call_key, check, compare, with_requests
+from calltap.compare import call_key, check, compare
+from calltap.compare_pair import with_requests
 from calltap.compare_requests import PairRequests
 from calltap.dialects import transcribe, usage_requested
 from calltap.dialects.content import EncodingError, decode_content
