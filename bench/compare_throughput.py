@@ -9,6 +9,11 @@ positions nothing. calltap does all of that and aims to run at least 1.5 times a
 Prints MB/s (both legs' bytes per second) for each stage of calltap and for the baseline, best of
 a few runs, and the ratio. Run with `python bench/compare_throughput.py`.
 
+Then the same ratio on a stream of tool-call argument fragments alone (no text): 48 parallel calls
+whose fragments interleave round-robin, about 140,000 of them a leg (`--fragments N` for another
+count, 0 to skip; `--fragments-only` for this phase alone), where every chunk is a fragment of
+another call than the one before it.
+
 Then the same for the other two stream framings, each on a pair of captures of a few MB that a
 pass-through gateway would relay (the downstream is the upstream as forwarded):
 - NDJSON: an Ollama `/api/chat` stream (a line per token, then two whole tool calls, then the
@@ -26,6 +31,7 @@ both event stream decoders fed the 64 KiB pieces botocore's own client reads.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import random
@@ -51,6 +57,11 @@ TARGET = 1.5
 FRAMING_TARGET = 1 / 1.5
 PIECE = 64 * 1024
 """What botocore's client reads from the socket at a time (urllib3's default `stream()` amount)."""
+FRAGMENTS = 140_000
+FRAGMENT_CALLS = 48
+FRAGMENT_CHARS = 4.45
+"""The characters of `_captures.chat_stream`'s `argument_chars` an argument fragment carries on
+average (its fragments are 2 to 9 characters of JSON, and its `\\u` escapes add some)."""
 
 
 def naive_reduce(body: bytes) -> dict[str, Any]:
@@ -259,31 +270,55 @@ def best_seconds(stages: dict[str, Callable[..., Any]], *bodies: Any) -> dict[st
     return best
 
 
+def fragment_stream(fragments: int) -> bytes:
+    """A stream of about `fragments` argument fragments of FRAGMENT_CALLS parallel calls, in
+    turns, and no text."""
+    per_call = fragments / FRAGMENT_CALLS * FRAGMENT_CHARS
+    size = max(int(per_call) - 170, 0)  # what `_arguments` writes around its `size` characters
+    return chat_stream(text_chars=0, calls=FRAGMENT_CALLS, argument_chars=size)
+
+
 def main() -> None:
-    upstream = chat_stream()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fragments", type=int, default=FRAGMENTS,
+                        help="argument fragments a leg of the fragment stream (0: skip it)")
+    parser.add_argument("--fragments-only", action="store_true",
+                        help="only the stream of argument fragments")
+    arguments = parser.parse_args()
+    if not arguments.fragments_only:
+        sse_pair("capture", chat_stream(), {
+            "calltap sse.parse": parse_only,
+            "calltap sse.parse + load_envelope": parse_and_load,
+        })
+    if arguments.fragments:
+        sse_pair("tool-call fragments", fragment_stream(arguments.fragments), {})
+    if not arguments.fragments_only:
+        framed_pairs()
+        framings()
+
+
+def sse_pair(title: str, upstream: bytes, stages: dict[str, Callable[..., Any]]) -> None:
+    """`stages`, then compare_captures and the naive reducer, on an SSE pair: `upstream` and
+    the same stream as a gateway forwards it."""
     downstream = as_forwarded(upstream)
     total_mb = (len(upstream) + len(downstream)) / 1e6
     verdict = calltap_compare(upstream, downstream)
     assert verdict == "equal", verdict
     assert naive_compare(upstream, downstream)
+    fragments = upstream.count(b'"arguments"')
     print(
-        f"capture: upstream {len(upstream) / 1e6:.1f} MB, downstream"
-        f" {len(downstream) / 1e6:.1f} MB, {upstream.count(b'data: ')} events;"
+        f"{title}: upstream {len(upstream) / 1e6:.1f} MB, downstream"
+        f" {len(downstream) / 1e6:.1f} MB, {upstream.count(b'data: ')} events"
+        f" ({fragments} tool-call fragments);"
         f" verdict {verdict}; best of {REPEATS}"
     )
-    stages = {
-        "calltap sse.parse": parse_only,
-        "calltap sse.parse + load_envelope": parse_and_load,
-        "calltap compare_captures": calltap_compare,
-        "naive line-split + json.loads": naive_compare,
-    }
+    stages = {**stages, "calltap compare_captures": calltap_compare,
+              "naive line-split + json.loads": naive_compare}
     seconds = best_seconds(stages, upstream, downstream)
     for name, elapsed in seconds.items():
         print(f"{name:36} {elapsed * 1e3:8.1f} ms  {total_mb / elapsed:7.1f} MB/s")
     ratio = seconds["naive line-split + json.loads"] / seconds["calltap compare_captures"]
     print(f"calltap / naive: {ratio:.2f}x (target {TARGET}x)")
-    framed_pairs()
-    framings()
 
 
 def framed_pairs() -> None:
