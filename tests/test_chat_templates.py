@@ -18,7 +18,7 @@ from tests.support.properties import examples
 from tests.test_plain_blocks import PATH, _compared, _general
 
 from calltap import sse
-from calltap.dialects import chat_blocks, chat_chunks, transcribe
+from calltap.dialects import chat_blocks, chat_chunks, chat_templates, transcribe
 from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Template
 from calltap.transcript import Capture
 
@@ -304,3 +304,67 @@ def test_a_template_is_made_of_chunks_with_whitespace_between_their_tokens() -> 
     assert template.head.endswith(b'"content" :\t')
     fragment = _payload(SKELETONS["fragment, spaced"], b' "x"', call=1)
     assert Template.of(fragment, _decoded(fragment), ARGUMENTS, "x") is not None
+
+
+@examples(200)
+@example(TRICKY[1], TRICKY[0], 128)
+@given(streams(), streams(), st.sampled_from([128, 1024, sse.WINDOW]))
+def test_text_read_through_templates_a_body_keeps_few_of_is_the_text_decoding_gives(
+    upstream: bytes, downstream: bytes, window: int
+) -> None:
+    """The law again, where a body makes two templates before it must earn more (one a read)
+    and keeps two at once: templates are made, used, earned and dropped within a short stream."""
+    with (mock.patch.object(sse, "WINDOW", window),
+          mock.patch.object(chat_blocks, "TEMPLATE_TRIES", 2),
+          mock.patch.object(chat_blocks, "READS_A_TRY", 1),
+          mock.patch.object(chat_templates, "TEMPLATES_KEPT", 2)):
+        fast = _compared(upstream, downstream)
+    with _general():
+        general = _compared(upstream, downstream)
+    assert fast == general
+
+
+def test_fragments_of_calls_in_parallel_are_each_read_through_their_own_template() -> None:
+    """What the law cannot see: fragments that interleave round-robin, each chunk another
+    call's (its index, 9 or 10, in its bytes), are read through one template per call once the
+    body has earned the tries for more calls than TEMPLATE_TRIES."""
+    calls, rounds = chat_blocks.TEMPLATE_TRIES + 8, 40
+    body = _stream(*(_payload(SKELETONS["call"], b"", call=call) for call in range(calls)),
+                   *(_payload(SKELETONS["fragment"], orjson.dumps(f"{call}.{step} "), call=call)
+                     for step in range(rounds) for call in range(calls)),
+                   b'{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}')
+    with mock.patch.object(chat_blocks, "decode_chunk",
+                           side_effect=chat_chunks.decode_chunk) as decoding:
+        transcript = transcribe(Capture(body, PATH))
+    assert [call.arguments for call in transcript.choices[0].tool_calls] == [
+        "".join(f"{call}.{step} " for step in range(rounds)) for call in range(calls)]
+    with _general():
+        assert transcribe(Capture(body, PATH)) == transcript
+    # each call's first chunk and first fragment; the 8 calls past the tries, until the reads
+    # through templates (16 a round) have earned theirs; the finish
+    assert decoding.call_count <= 2 * calls + 8 * 8 + 1
+
+
+def test_templates_are_found_by_their_heads_and_the_oldest_is_dropped() -> None:
+    def template(call: int) -> Template:
+        payload = _payload(SKELETONS["fragment"], b'"x"', b'"p"', call)
+        made = Template.of(payload, _decoded(payload), ARGUMENTS, "x")
+        assert made is not None
+        return made
+
+    def reads(*calls: int) -> tuple[int, list[str]]:
+        texts.clear()
+        payloads = [_payload(SKELETONS["fragment"], b'"%d"' % call, b'"q"', call)
+                    for call in calls]
+        return templates.read(payloads, 0, len(payloads)), texts[:]
+
+    texts: list[str] = []
+    templates = chat_templates.Templates()
+    assert templates.last is None
+    with mock.patch.object(chat_templates, "TEMPLATES_KEPT", 2):
+        for call in (9, 10):
+            templates.add(template(call), lambda text, call=call: texts.append(f"{call}:{text}"))
+        assert reads(9, 10, 10, 9) == (4, ["9:9", "10:10", "10:10", "9:9"])
+        assert reads(9, 11) == (1, ["9:9"])
+        templates.add(template(11), lambda text: texts.append(f"11:{text}"))
+        assert reads(11, 10, 9) == (2, ["11:11", "10:10"])  # 9 was the oldest

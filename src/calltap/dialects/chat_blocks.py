@@ -22,7 +22,7 @@ from calltap.dialects.chat_chunks import (
     decode_chunk,
     faithful,
 )
-from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Hole, Template
+from calltap.dialects.chat_templates import ARGUMENTS, TEXT, Hole, Template, Templates
 from calltap.dialects.common import position_of
 from calltap.sse import Blocks, Event, Window
 from calltap.transcript import Transcript
@@ -32,29 +32,46 @@ TERMINAL = "[DONE]"
 TERMINAL_BYTES = TERMINAL.encode()
 
 TEMPLATE_TRIES = 16
-"""Templates a body may make: one whose chunks differ in more than their strings (a clock in
-every chunk) stops making them after this many."""
+"""Templates a body may make before any is used: one whose chunks differ in more than their
+strings (a clock in every chunk) stops making them after this many."""
+READS_A_TRY = 16
+"""Payloads read through a template that earn the body one more try (so a body of more calls in
+parallel than TEMPLATE_TRIES gets a template for each). Making a template costs about what
+reading a chunk the general way does, and a read through one saves about that much, so the
+tries a body spends on templates that go unused cost at most a sixteenth of what it saved."""
 
 
 class _Texts:
-    """Where each choice's text goes, and the template of the last text delta or argument
-    fragment decoded."""
+    """Where each choice's text goes, and the templates of the text deltas and argument
+    fragments decoded."""
 
-    __slots__ = ("appends", "template", "tries")
+    __slots__ = ("appends", "reads", "templates", "tries")
 
     def __init__(self) -> None:
         self.appends: dict[int, Callable[[str], None]] = {}
-        self.template: tuple[Template, Callable[[str], None]] | None = None
-        """The template, and where the string in its open hole goes."""
+        self.templates = Templates()
         self.tries = TEMPLATE_TRIES
+        self.reads = 0
+        """Payloads read through a template since the last try earned."""
 
     def learn(self, payload: bytes, chunk: Chunk, hole: Hole, value: str,
               append: Callable[[str], None]) -> None:
-        """A chunk that was decoded (the template did not fit it): the next template."""
+        """A chunk that was decoded (no template fit it): a template for the ones like it."""
         if self.tries:
             self.tries -= 1
             template = Template.of(payload, chunk, hole, value)
-            self.template = None if template is None else (template, append)
+            if template is not None:
+                self.templates.add(template, append)
+
+    def used(self, payloads: int) -> None:
+        """`payloads` were read through a template: a try earned for every READS_A_TRY, up to
+        TEMPLATE_TRIES in hand."""
+        reads = self.reads + payloads
+        if reads < READS_A_TRY:
+            self.reads = reads
+        else:
+            self.reads = reads % READS_A_TRY
+            self.tries = min(self.tries + reads // READS_A_TRY, TEMPLATE_TRIES)
 
 
 class BlockReader:
@@ -96,11 +113,13 @@ class BlockReader:
         """A window's first `end` payloads read, up to the first one msgspec rejects: its index
         (`end` when there is none)."""
         data = window.data
+        templates = text.templates
         index = 0
         while index < end:
-            if text.template is not None:
-                template, append = text.template
-                index = template.read(data, index, end, append)
+            if templates.last is not None:
+                start, index = index, templates.read(data, index, end)
+                if index > start:
+                    text.used(index - start)
                 if index == end:
                     break
             try:

@@ -20,6 +20,12 @@ Why this is sound:
   `obfuscation` values (or `arguments` and `obfuscation`) and nothing else: the template with
   other strings in the holes decodes to the same chunk with those strings.
 Any payload that does not fit is decoded as before.
+
+A body keeps a template per chunk skeleton it reads (`Templates`): parallel tool calls whose
+fragments interleave, or choices whose text deltas do, change skeleton with every chunk (the
+call's or the choice's `index` is in its bytes), and each payload is read through the template
+whose head it starts with. Which template reads a payload changes nothing but the speed: any
+template it fits reads it as decoding would.
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ _VALUE = rb'[ \t\n\r]*:[ \t\n\r]*("(?:[^"\\]|\\.)*")'
 """After a key, the colon and a JSON string token (the probe checks what this found)."""
 _OBFUSCATION = b'"obfuscation"'
 _decode_string = msgspec.json.Decoder(str).decode
+
+TEMPLATES_KEPT = 256
+"""Templates a body keeps at once (one per call whose fragments interleave with others', one per
+choice whose text does); past this many the oldest is dropped."""
 
 
 def _with_text(chunk: Chunk, text: str) -> Chunk:
@@ -150,6 +160,59 @@ class Template:
         if self.middle is not None:
             expected.obfuscation = padding
         return probed == expected
+
+
+Reading = tuple[Template, Callable[[str], None]]
+"""A template and where the string in its open hole goes."""
+
+
+class Templates:
+    """A body's templates, each found by its head, so that payloads of several skeletons in
+    turn (the fragments of calls in parallel) are each read through their own."""
+
+    __slots__ = ("_by_head", "_lengths", "last")
+
+    def __init__(self) -> None:
+        self._by_head: dict[bytes, Reading] = {}
+        self._lengths: list[int] = []
+        """The heads' lengths, each once."""
+        self.last: Reading | None = None
+        """The template that read the latest payload (or was made last), tried first; None
+        while there is none."""
+
+    def add(self, template: Template, append: Callable[[str], None]) -> None:
+        """Keep `template`, in place of any other with its head."""
+        by_head, head = self._by_head, template.head
+        if head not in by_head and len(by_head) >= TEMPLATES_KEPT:
+            del by_head[next(iter(by_head))]
+            self._lengths = list({len(kept) for kept in by_head})
+        by_head[head] = self.last = (template, append)
+        if len(head) not in self._lengths:
+            self._lengths.append(len(head))
+
+    def read(self, payloads: list[bytes], index: int, end: int) -> int:
+        """Each payload from `index` on that a kept template fits read through it; the index
+        of the first that none fits (or `end`). A run of one skeleton's payloads costs what one
+        template's `read` does; a change of skeleton, a lookup of the payload's head for each
+        length of head kept."""
+        current = self.last
+        by_head = self._by_head
+        while current is not None:
+            template, append = current
+            index = template.read(payloads, index, end, append)
+            if index == end:
+                break
+            payload = payloads[index]
+            for length in self._lengths:
+                found = by_head.get(payload[:length])
+                if found is not None:
+                    break
+            else:
+                break
+            if found is current:
+                break
+            current = self.last = found
+        return index
 
 
 def _hole(payload: bytes, key: bytes) -> tuple[int, int] | None:
