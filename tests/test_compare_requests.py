@@ -651,7 +651,7 @@ def test_a_body_of_another_dialects_shape_is_unreadable() -> None:
 
 # --- tool results linked by place (Ollama) ------------------------------------------------------
 
-CALLS_AND_RESULTS = [
+TWO_CALLS_ANSWERED = [
     {"role": "user", "content": "Weather in Taipei and the time in UTC?"},
     {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_1", "type": "function",
@@ -667,7 +667,7 @@ def ollama_history(results: list[str]) -> list[dict[str, Any]]:
     """The conversation as LiteLLM's `ollama_chat/` route sends it: the calls without ids, each
     result with the client's `tool_call_id` (which names no call upstream) and no `tool_name`."""
     return [
-        CALLS_AND_RESULTS[0],
+        TWO_CALLS_ANSWERED[0],
         {"role": "assistant", "content": "", "tool_calls": [
             {"function": {"name": "weather", "arguments": {"city": "Taipei"}}},
             {"function": {"name": "clock", "arguments": {"zone": "UTC"}}}]},
@@ -679,7 +679,7 @@ def ollama_history(results: list[str]) -> list[dict[str, Any]]:
 def test_results_answer_calls_without_ids_by_their_place() -> None:
     ollama = {"model": "llama3", "messages": ollama_history(["sunny", "12:00"]),
               "tools": chat()["tools"]}
-    comparison = compared(chat(CALLS_AND_RESULTS), ollama, OLLAMA)
+    comparison = compared(chat(TWO_CALLS_ANSWERED), ollama, OLLAMA)
     assert Code.HISTORY_TOOL_RESULT_CHANGED not in codes(comparison), comparison.findings
     assert comparison.verdict == "equal", comparison.findings
 
@@ -687,14 +687,14 @@ def test_results_answer_calls_without_ids_by_their_place() -> None:
 def test_results_swapped_against_calls_without_ids_are_relinked() -> None:
     ollama = {"model": "llama3", "messages": ollama_history(["12:00", "sunny"]),
               "tools": chat()["tools"]}
-    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(CALLS_AND_RESULTS), ollama,
+    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED), ollama,
                                                               OLLAMA))
 
 
 def test_a_result_naming_no_call_where_calls_have_ids_links_nothing() -> None:
     """Where calls carry ids, a result whose id names none of them is not linked by place: the
     provider cannot link it either."""
-    renamed = copy.deepcopy(CALLS_AND_RESULTS)
+    renamed = copy.deepcopy(TWO_CALLS_ANSWERED)
     renamed[3]["tool_call_id"] = "call_elsewhere"
-    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(CALLS_AND_RESULTS),
+    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED),
                                                               chat(renamed)))
