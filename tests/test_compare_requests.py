@@ -16,7 +16,13 @@ from typing import Any
 import orjson
 
 from calltap.codes import Code
-from calltap.compare_requests import RequestComparison, compare_requests
+from calltap.compare_requests import (
+    PairRequests,
+    RecordedRequest,
+    RequestComparison,
+    compare_pair_requests,
+    compare_requests,
+)
 from calltap.dialects.asks import read_ask
 
 CHAT = "/v1/chat/completions"
@@ -698,3 +704,22 @@ def test_a_result_naming_no_call_where_calls_have_ids_links_nothing() -> None:
     renamed[3]["tool_call_id"] = "call_elsewhere"
     assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED),
                                                               chat(renamed)))
+
+
+# --- a request passed through ---------------------------------------------------------------------
+
+
+def test_a_request_passed_through_is_read_once_and_equal() -> None:
+    body = orjson.dumps(chat(temperature=0))
+    compared, _ = compare_pair_requests(PairRequests(RecordedRequest(body, CHAT),
+                                                     RecordedRequest(body, CHAT)))
+    assert compared.provider is compared.client
+    assert (compared.verdict, compared.findings) == ("equal", [])
+
+
+def test_the_same_bytes_sent_to_another_dialect_are_read_as_that_dialect() -> None:
+    body = orjson.dumps(chat())
+    compared, _ = compare_pair_requests(PairRequests(RecordedRequest(body, CHAT),
+                                                     RecordedRequest(body, GEMINI)))
+    assert compared.provider is not compared.client
+    assert (compared.provider.dialect, compared.verdict) == ("google.gemini", "inconclusive")

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from calltap.ask import SAMPLING_KEYS, Ask, ResponseFormat, Tool, ToolChoice
 from calltap.codes import Code, Severity
 from calltap.compare_history import compare_history, normalized_text
-from calltap.dialects import dialect_named
+from calltap.dialects import dialect_named, dialect_of_path
 from calltap.dialects.asks import read_ask
 from calltap.dialects.base import RequestSide
 from calltap.schemas import first_difference, normalize, schema_key
@@ -70,7 +70,10 @@ class _Reach:
 
 
 def compare_requests(client: Ask, provider: Ask) -> RequestComparison:
-    """Compare what the client asked with what the provider was asked."""
+    """Compare what the client asked with what the provider was asked (an Ask with itself is
+    equal without a look)."""
+    if provider is client and client.readable:
+        return RequestComparison("equal", client, provider, [])
     if not (client.readable and provider.readable):
         findings = [*_unreadable(client), *_unreadable(provider)]
         return RequestComparison("inconclusive", client, provider, findings)
@@ -323,10 +326,16 @@ def compare_pair_requests(
     """The client's request compared with the compared attempt's and with each earlier one's
     (the client's read once)."""
     client = read_ask(requests.client.body, requests.client.path)
-    compared = compare_requests(client, _ask(requests.compared))
-    return compared, {number: compare_requests(client, _ask(earlier))
+    compared = compare_requests(client, _ask(requests.compared, requests.client, client))
+    return compared, {number: compare_requests(client, _ask(earlier, requests.client, client))
                       for number, earlier in requests.earlier.items()}
 
 
-def _ask(request: RecordedRequest) -> Ask:
+def _ask(request: RecordedRequest, client: RecordedRequest, asked: Ask) -> Ask:
+    """A provider's request read, or the client's own Ask when it is the same body sent to a
+    path of the same dialect (a gateway that passes the request through): same bytes, same
+    reading, and nothing to compare."""
+    if request.body == client.body and dialect_of_path(request.path) is dialect_of_path(
+            client.path):
+        return asked
     return read_ask(request.body, request.path)
