@@ -10,23 +10,32 @@ from typing import Any
 import orjson
 import pytest
 
+from calltap.codes import Code
 from calltap.compare_requests import compare_requests
 from calltap.dialects.asks import read_ask
 from calltap.fakes import DEFECT_HEADER, DEFECTS, FakeGateway, FakeProvider
-from calltap.fakes.conversation import CONVERSATION_REQUEST, MESSAGES_CONVERSATION_REQUEST
-from calltap.fakes.defects import Request
+from calltap.fakes.conversation import (
+    CONVERSATION_REQUEST,
+    MESSAGES_CONVERSATION_REQUEST,
+    NONE_CHOICE_CONVERSATION_REQUEST,
+)
+from calltap.fakes.defects import Request, defect_named
 from calltap.fakes.provider import CHAT_PATH, MESSAGES_PATH
 from fake_helpers import post
 
 REQUEST_DEFECTS = [name for name, defect in DEFECTS.items() if defect.request is not None]
 ON_MESSAGES = {"drop-result-image"}
 """The defects written for the Anthropic Messages conversation (an image in a tool result)."""
+ON_NONE_CHOICE = {"drop-none-choice"}
+"""The defects written for the conversation that says `tool_choice: "none"`."""
 
 
 def sent_with(name: str) -> tuple[dict[str, Any], str]:
     """The request a defect's expectations are written for, and its path."""
     if name in ON_MESSAGES:
         return MESSAGES_CONVERSATION_REQUEST, MESSAGES_PATH
+    if name in ON_NONE_CHOICE:
+        return NONE_CHOICE_CONVERSATION_REQUEST, CHAT_PATH
     return CONVERSATION_REQUEST, CHAT_PATH
 
 
@@ -37,9 +46,9 @@ def codes(client: Request, provider: Request, path: str) -> tuple[str, set[str]]
     return compared.verdict, {finding.code.value for finding in compared.findings}
 
 
-def test_the_request_defects_are_the_five_bug_classes():
-    assert REQUEST_DEFECTS == ["drop-tool", "named-choice-required", "drop-result-image",
-                               "drop-zero-temperature", "drop-schema-enum"]
+def test_the_request_defects_are_the_six_bug_classes():
+    assert REQUEST_DEFECTS == ["drop-tool", "named-choice-required", "drop-none-choice",
+                               "drop-result-image", "drop-zero-temperature", "drop-schema-enum"]
 
 
 @pytest.mark.parametrize("name", REQUEST_DEFECTS)
@@ -75,6 +84,34 @@ def test_named_choice_required_forgets_the_name():
 def test_named_choice_required_leaves_a_mode_alone():
     request = {**CONVERSATION_REQUEST, "tool_choice": "auto"}
     assert DEFECTS["named-choice-required"].request(request) == request
+
+
+def test_drop_none_choice_leaves_the_forbidding_choice_out():
+    changed = DEFECTS["drop-none-choice"].request(NONE_CHOICE_CONVERSATION_REQUEST)
+    assert NONE_CHOICE_CONVERSATION_REQUEST["tool_choice"] == "none"
+    assert changed == {key: value for key, value in CONVERSATION_REQUEST.items()
+                       if key != "tool_choice"}
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", {"type": "function",
+                                                          "function": {"name": "weather"}}])
+def test_drop_none_choice_leaves_another_choice_alone(choice):
+    request = {**CONVERSATION_REQUEST, "tool_choice": choice}
+    assert DEFECTS["drop-none-choice"].request(request) == request
+
+
+def test_defects_joined_by_commas_are_one_gateway_with_all_their_bugs():
+    both = defect_named("named-choice-required,drop-none-choice")
+    assert both.name == "named-choice-required,drop-none-choice"
+    assert both.codes == {Code.TOOL_CHOICE_CHANGED} and both.verdict == "diverged"
+    assert both.request(CONVERSATION_REQUEST)["tool_choice"] == "required"
+    assert "tool_choice" not in both.request(NONE_CHOICE_CONVERSATION_REQUEST)
+    values = defect_named("change-two-values,drop-none-choice")
+    assert values.transform is DEFECTS["change-two-values"].transform
+    with pytest.raises(ValueError, match="at most one"):
+        defect_named("change-two-values,drop-second-call")
+    with pytest.raises(KeyError):
+        defect_named("drop-none-choice,no-such-defect")
 
 
 def test_drop_result_image_keeps_the_results_text():

@@ -24,8 +24,9 @@ what calltap should report, what it reported, and whether that matched. Faithful
 relays (rewritten ids, re-cut fragments, stripped headers, a retried upstream) must compare
 `equal`; every lossy defect must be `diverged` with its code (TOOL_CALLS_DROPPED, DONE_MISSING, …).
 calltap also compares the client's request with the one the provider got: a request defect (a tool
-dropped, the tool choice changed, a tool result's image dropped, temperature 0 dropped, an enum
-lost) must be `diverged` with its request code (REQUEST_TOOL_DROPPED, TOOL_CHOICE_CHANGED, …).
+dropped, the tool choice changed or its "none" dropped, a tool result's image dropped,
+temperature 0 dropped, an enum lost) must be `diverged` with its request code
+(REQUEST_TOOL_DROPPED, TOOL_CHOICE_CHANGED, …).
 A translated pair crosses dialects (Anthropic Messages, OpenAI Responses, Ollama's NDJSON, Bedrock
 Converse's binary event stream, Gemini's SSE or Anthropic events in Bedrock's event stream
 upstream, Chat Completions downstream) and is compared by meaning all the same.
@@ -61,7 +62,11 @@ from rich.table import Table
 from calltap.codes import Code, Severity
 from calltap.config import Config, ConfigError
 from calltap.fakes import DEFECT_HEADER, DEFECTS, FAITHFUL, Defect, FakeGateway, FakeProvider
-from calltap.fakes.conversation import CONVERSATION_REQUEST, MESSAGES_CONVERSATION_REQUEST
+from calltap.fakes.conversation import (
+    CONVERSATION_REQUEST,
+    MESSAGES_CONVERSATION_REQUEST,
+    NONE_CHOICE_CONVERSATION_REQUEST,
+)
 from calltap.fakes.gateway import TRANSLATE_HEADER
 from calltap.fakes.provider import CHAT_PATH, MESSAGES_PATH, TEXT_REQUEST, TOOLS_REQUEST
 from calltap.fakes.translate import LOSE_SECOND_TOOL_USE, TRANSLATION_DEFECTS
@@ -114,6 +119,8 @@ ROUTES = {
 MESSAGES_CLIENT = frozenset({"drop-result-image"})
 """Request defects sent as the Anthropic Messages conversation: only it has an image in a tool
 result (a Chat Completions tool message holds text)."""
+NONE_CHOICE_CLIENT = frozenset({"drop-none-choice"})
+"""Request defects sent as the conversation that says `tool_choice: "none"`."""
 
 
 def conversation(defect: Defect) -> Scenario:
@@ -121,6 +128,8 @@ def conversation(defect: Defect) -> Scenario:
     if defect.name in MESSAGES_CLIENT:
         return Scenario("Messages conversation", MESSAGES_CONVERSATION_REQUEST, defect,
                         path=MESSAGES_PATH)
+    if defect.name in NONE_CHOICE_CLIENT:
+        return Scenario("conversation, choice none", NONE_CHOICE_CONVERSATION_REQUEST, defect)
     return Scenario("conversation", CONVERSATION_REQUEST, defect)
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from calltap.demo import SCENARIOS
+from calltap.demo import SCENARIOS, conversation
 from calltap.fakes import DEFECTS
 from calltap.fakes.translate import TRANSLATION_DEFECTS
 
@@ -33,8 +33,7 @@ def test_demo_catches_every_defect_and_exits_0():
     for name in (*DEFECTS, *TRANSLATION_DEFECTS):
         assert name in result.stdout
     for name in REQUEST_DEFECTS:
-        label = "Messages conversation" if name == "drop-result-image" else "conversation"
-        assert f"{name} ({label})" in result.stdout
+        assert f"{name} ({conversation(DEFECTS[name]).label})" in result.stdout
     for route in ROUTES:
         assert f"none (via {route})" in result.stdout
         assert f"none (conversation via {route})" in result.stdout

@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from calltap.codes import Code, Severity
+from calltap.demo import conversation
 from calltap.fakes import DEFECT_HEADER, DEFECTS, FAITHFUL, Defect
-from calltap.fakes.conversation import CONVERSATION_REQUEST, MESSAGES_CONVERSATION_REQUEST
-from calltap.fakes.provider import CHAT_PATH, MESSAGES_PATH, TEXT_REQUEST, TOOLS_REQUEST
+from calltap.fakes.provider import CHAT_PATH, TEXT_REQUEST, TOOLS_REQUEST
 
 BREAKING = {Severity.FATAL, Severity.NEGOTIABLE}
 STREAM_DEFECTS = {name: defect for name, defect in DEFECTS.items() if defect.request is None}
@@ -140,8 +140,8 @@ async def test_each_injected_defect_gets_its_documented_verdict(topology, defect
 async def test_each_request_defect_reaches_the_provider_and_is_named(topology, defect: Defect):
     """The provider gets the changed request, the client the provider's answer as it came, and
     the pair diverges on the request side alone, one divergence line per breaking finding."""
-    request, path = ((MESSAGES_CONVERSATION_REQUEST, MESSAGES_PATH)
-                     if defect.name == "drop-result-image" else (CONVERSATION_REQUEST, CHAT_PATH))
+    scenario = conversation(defect)
+    request, path = scenario.request, scenario.path
     headers = {"Content-Type": "application/json", DEFECT_HEADER: defect.name}
     url = f"{topology.calltap.front_url}{path}"
     async with topology.client.post(url, data=orjson.dumps(request), headers=headers) as reply:

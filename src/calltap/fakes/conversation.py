@@ -4,7 +4,11 @@
 nothing a faithful relay or translation may change: a system message, a user question, the
 assistant's earlier `weather` call and its tool result, a follow-up question; the `weather` tool
 with an `enum` in its schema and the `clock` tool; a named `tool_choice`; `temperature: 0`; a
-stream with usage. The provider answers it with tool calls, as it answers `TOOLS_REQUEST`.
+stream with usage. The provider answers it with one call, of `weather`, the function the choice
+names; where the name is lost (`named-choice-required`, or Ollama, which has no tool choice) with
+a call of each tool, as it answers `TOOLS_REQUEST`. `NONE_CHOICE_CONVERSATION_REQUEST` is the same
+conversation with `tool_choice: "none"`, answered with text: what `drop-none-choice` is written
+for.
 
 `MESSAGES_CONVERSATION_REQUEST` is an Anthropic Messages conversation whose tool result carries an
 image beside its text (the radar picture a `radar` tool returned). Chat Completions cannot say
@@ -72,6 +76,9 @@ CONVERSATION_REQUEST: dict[str, Any] = {
 }
 """A second turn in Chat Completions: history with a call and its result, an enum, a named tool
 choice and `temperature: 0`."""
+
+NONE_CHOICE_CONVERSATION_REQUEST: dict[str, Any] = {**CONVERSATION_REQUEST, "tool_choice": "none"}
+"""The second turn with every call forbidden: the tools stay offered, the answer is text."""
 
 RADAR_TOOL: dict[str, Any] = {
     "name": "radar",

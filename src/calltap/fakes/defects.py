@@ -8,14 +8,19 @@ bytes out.
 
 Request defects rewrite the client's decoded body before the gateway relays or translates it (a
 defect may change the request, the answer, or both): a tool left out, a named tool choice sent as
-"required", a tool result's image dropped, `temperature: 0` dropped as if unset, a schema's
-`enum` lost. The gateway re-serializes the body; the answer is relayed as it comes.
+"required", `tool_choice: "none"` left out, a tool result's image dropped, `temperature: 0`
+dropped as if unset, a schema's `enum` lost. The gateway re-serializes the body; the answer is
+relayed as it comes.
+
+Names joined by commas (`change-two-values,drop-none-choice`) are one gateway with all those bugs
+(`combined`): what `calltap probe --demo-broken` probes.
 
 The expectations (`verdict`, `codes`, `pairing`, `attempts`) of the stream defects are those for a
 streamed request that offers two tools with `stream_options.include_usage`, so the provider
 answers with two parallel tool calls: the request the demo and the end-to-end tests send. The
-request defects' are those for `calltap.fakes.conversation.CONVERSATION_REQUEST`, and
-`drop-result-image`'s for its Anthropic Messages twin, whose tool result carries an image.
+request defects' are those for `calltap.fakes.conversation.CONVERSATION_REQUEST`,
+`drop-none-choice`'s for its twin that says `tool_choice: "none"`, and `drop-result-image`'s for
+its Anthropic Messages twin, whose tool result carries an image.
 """
 
 from __future__ import annotations
@@ -481,6 +486,16 @@ def named_choice_as_required(request: Request) -> Request:
     return changed
 
 
+def drop_none_choice(request: Request) -> Request:
+    """`tool_choice: "none"` left out, as a translator that maps only the choices that ask for a
+    call does: with tools offered, silence means "auto", and the model calls the tools the client
+    forbade."""
+    changed = copy.deepcopy(request)
+    if changed.get("tool_choice") == "none":
+        del changed["tool_choice"]
+    return changed
+
+
 def drop_result_images(request: Request) -> Request:
     """Anthropic Messages `tool_result` blocks keep their text and lose their images, as a
     translator that reads a result's text parts only does."""
@@ -702,6 +717,14 @@ DEFECTS: dict[str, Defect] = {
             request=named_choice_as_required,
         ),
         Defect(
+            "drop-none-choice",
+            "leaves out `tool_choice: \"none\"`, so the model may call the tools (auto)",
+            "Portkey gateway #1474, PR #1477",
+            "diverged",
+            frozenset({Code.TOOL_CHOICE_CHANGED}),
+            request=drop_none_choice,
+        ),
+        Defect(
             "drop-result-image",
             "keeps a tool result's text and drops its image (an Anthropic Messages request)",
             "axonhub PR #2117, bifrost PR #2658",
@@ -730,8 +753,42 @@ DEFECTS: dict[str, Defect] = {
 """Every injectable defect by name, in the order the demo sends them."""
 
 
+COMBINE = ","
+"""What joins the names of defects injected together."""
+
+
 def defect_named(name: str | None) -> Defect:
-    """The defect for a request header value; FAITHFUL for none. Raises KeyError if unknown."""
+    """The defect for a request header value; FAITHFUL for none; several joined by commas,
+    combined. Raises KeyError if one is unknown, ValueError if they cannot combine."""
     if not name or name == FAITHFUL.name:
         return FAITHFUL
+    if COMBINE in name:
+        return combined([DEFECTS[part.strip()] for part in name.split(COMBINE)])
     return DEFECTS[name]
+
+
+def combined(parts: list[Defect]) -> Defect:
+    """One gateway with several bugs: the request through each part's request transform in turn,
+    the answer through the one stream transform among them (ValueError for two: which order a
+    gateway would apply them in is not known); its expectations are every part's."""
+    streams = [part.transform for part in parts if part.transform is not None]
+    rewrites = [part.request for part in parts if part.request is not None]
+    if len(streams) > 1:
+        raise ValueError("at most one combined defect may change the answer")
+
+    def request(body: Request) -> Request:
+        for rewrite in rewrites:
+            body = rewrite(body)
+        return body
+
+    return Defect(
+        name=COMBINE.join(part.name for part in parts),
+        summary="; ".join(part.summary for part in parts),
+        seen_in="; ".join(part.seen_in for part in parts if part.seen_in),
+        verdict="diverged" if any(part.verdict == "diverged" for part in parts) else "equal",
+        codes=frozenset().union(*(part.codes for part in parts)),
+        transform=streams[0] if streams else None,
+        strips_headers=any(part.strips_headers for part in parts),
+        retries=any(part.retries for part in parts),
+        request=request if rewrites else None,
+    )

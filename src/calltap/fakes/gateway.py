@@ -16,10 +16,12 @@ each payload through the defect's transform and re-serializes the result (each e
 OpenAI Responses stream (a `/v1/messages` or `/v1/responses` request relayed untranslated).
 `strip-headers` forwards nothing but Content-Type; `retry-once` abandons the first upstream attempt
 after its response headers and relays a second one. A request defect (`drop-tool`,
-`named-choice-required`, `drop-result-image`, `drop-zero-temperature`, `drop-schema-enum`)
-rewrites the client's JSON body before it is relayed or translated. An unknown defect name is a
-400. A gateway started with `defect=NAME` injects that defect into every request that names none
-(a client that cannot add headers, such as `calltap probe`, meets a broken gateway that way).
+`named-choice-required`, `drop-none-choice`, `drop-result-image`, `drop-zero-temperature`,
+`drop-schema-enum`) rewrites the client's JSON body before it is relayed or translated. Names
+joined by commas inject those defects together (at most one of them changing the answer). An
+unknown defect name is a 400. A gateway started with `defect=NAME` injects that defect into every
+request that names none (a client that cannot add headers, such as `calltap probe`, meets a broken
+gateway that way).
 
 An upstream it cannot reach (or none set yet) is a 502 with an OpenAI-shaped error; an upstream
 that breaks mid-body gets the client's connection aborted, with no ending made up.

@@ -4,7 +4,9 @@ The answer depends on the request body and the options alone, so the same reques
 same bytes:
 - `tools` offered (and `tool_choice` not "none"): one parallel call per tool, arguments built from
   each tool's parameter schema (`city` -> "Taipei", `zone` -> "UTC", ...) and split into fragments
-  the way a tokenizer would cut them; finish_reason `tool_calls`.
+  the way a tokenizer would cut them; finish_reason `tool_calls`. A `tool_choice` naming a function
+  (`{"type": "function", "function": {"name": …}}`) gets one call of that function alone, as a real
+  provider forces it.
 - otherwise a plain text answer in `text_events` pieces; finish_reason `stop`, cut short by a
   `stop` sequence (the sequence itself is never sent), or `length` when `max_tokens` is smaller.
 
@@ -108,17 +110,28 @@ def fragments(text: str) -> list[str]:
 
 
 def offered_functions(request: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `function` objects of the request's tools, unless `tool_choice` is "none"."""
+    """The `function` objects the model may call: the request's tools, none when `tool_choice`
+    is "none", only the named one when it names a function (none if no tool has that name)."""
     tools = request.get("tools")
-    if not isinstance(tools, list) or request.get("tool_choice") == "none":
+    choice = request.get("tool_choice")
+    if not isinstance(tools, list) or choice == "none":
         return []
+    named = named_function(choice)
     return [
         tool["function"]
         for tool in tools
         if isinstance(tool, dict)
         and isinstance(tool.get("function"), dict)
         and isinstance(tool["function"].get("name"), str)
+        and named in (None, tool["function"]["name"])
     ]
+
+
+def named_function(choice: Any) -> str | None:
+    """The function a Chat Completions `tool_choice` names; None for a mode or anything else."""
+    function = choice.get("function") if isinstance(choice, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 The request is read in Responses terms (`input`, `tools[]` with a top-level `name` and
 `parameters`, `tool_choice`, `max_output_tokens`) and answered by the same fake model as Chat
-Completions, so the same question gets the same tool calls with the same arguments. The answer is
-framed the way the API documents it, each event with its `event:` line and a
+Completions, so the same question gets the same tool calls with the same arguments (a
+`tool_choice` naming a function, `{"type": "function", "name": …}`, a call of that one alone). The
+answer is framed the way the API documents it, each event with its `event:` line and a
 `sequence_number`:
 
 - `response.created` and `response.in_progress` with the response envelope (`output: []`);
@@ -58,7 +59,7 @@ def chat_view(request: dict[str, Any]) -> dict[str, Any]:
     if isinstance(choice, str) and choice in TOOL_CHOICES:
         view["tool_choice"] = TOOL_CHOICES[choice]
     elif isinstance(choice, dict):
-        view["tool_choice"] = "required"
+        view["tool_choice"] = named_choice(choice) or "required"
     if isinstance(request.get("max_output_tokens"), int):
         view["max_tokens"] = request["max_output_tokens"]
     reasoning = request.get("reasoning")
@@ -68,6 +69,15 @@ def chat_view(request: dict[str, Any]) -> dict[str, Any]:
     if result is not None:
         view["messages"] = [{"role": "tool", "content": result}]
     return view
+
+
+def named_choice(choice: dict[str, Any]) -> dict[str, Any] | None:
+    """A `tool_choice` naming a function, in Chat Completions terms so the model calls that one
+    alone; None for another kind of choice."""
+    name = choice.get("name")
+    if choice.get("type") != "function" or not isinstance(name, str):
+        return None
+    return {"type": "function", "function": {"name": name}}
 
 
 def tool_output(items: str | list[Any]) -> str | None:
