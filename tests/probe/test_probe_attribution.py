@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from test_probe_cli import calltap_probe
 
 from calltap.fakes import FakeGateway, FakeProvider
@@ -71,6 +72,8 @@ async def _started(process: subprocess.Popen[bytes], log: Path) -> dict[str, str
 
 
 async def test_a_gateway_defect_is_attributed_to_the_gateway(tmp_path: Path) -> None:
+    """Every probe that expects a call fails on the re-typed values; `choice-none`, whose answer
+    is text, has nothing to re-type and passes."""
     out = tmp_path / "out"
     async with served(tmp_path, defect="change-two-values") as urls:
         status, printed = await calltap_probe(
@@ -79,7 +82,11 @@ async def test_a_gateway_defect_is_attributed_to_the_gateway(tmp_path: Path) -> 
     assert status == 1, printed
     results = orjson.loads((out / "results.json").read_bytes())
     assert [probe["name"] for probe in results["probes"]] == list(PROBES)
+    calling = [name for name, probe in PROBES.items() if not probe.forbids]
     for probe in results["probes"]:
+        if probe["name"] not in calling:
+            assert probe["passed"] and probe["pair"]["verdict"] == "equal", probe
+            continue
         assert not probe["passed"]
         pair = probe["pair"]
         assert pair["verdict"] == "diverged", probe
@@ -87,8 +94,37 @@ async def test_a_gateway_defect_is_attributed_to_the_gateway(tmp_path: Path) -> 
         assert pair["attribution"].startswith("gateway diverged (")
         assert "TOOL_CALL_ARGUMENTS_CHANGED" in pair["attribution"]
         assert pair["request_id"] in probe["request_ids"]
-    assert printed.count("gateway diverged (") == len(PROBES)
-    assert "6 of 6 probes looked up through calltap's admin API" in printed
+    assert printed.count("gateway diverged (") == len(calling)
+    assert f"{len(PROBES)} of {len(PROBES)} probes looked up through calltap's admin API" in printed
+
+
+@pytest.mark.parametrize(
+    ("name", "defect"),
+    [("choice-none", "drop-none-choice"), ("choice-named", "named-choice-required")],
+)
+async def test_a_changed_tool_choice_is_attributed_to_the_gateway(
+    tmp_path: Path, name: str, defect: str
+) -> None:
+    """The answer is relayed as the provider gave it, so only the requests tell: the pair
+    diverges on its request side alone, and the failure is blamed on the gateway."""
+    out = tmp_path / "out"
+    async with served(tmp_path, defect=defect) as urls:
+        status, printed = await calltap_probe(
+            "--base-url", urls["front"], "--admin", urls["admin"], "--output", str(out),
+            "--only", name,
+        )  # fmt: skip
+    assert status == 1, printed
+    (probe,) = orjson.loads((out / "results.json").read_bytes())["probes"]
+    assert not probe["passed"]
+    pair = probe["pair"]
+    assert pair["verdict"] == "diverged"
+    assert pair["codes"] == ["TOOL_CHOICE_CHANGED"]
+    assert pair["attribution"] == "gateway diverged (TOOL_CHOICE_CHANGED)"
+    assert f"FAIL {name}: " in printed
+    assert "gateway diverged (TOOL_CHOICE_CHANGED)" in printed
+    (recorded,) = (tmp_path / "recordings").glob(f"*/{pair['request_id']}/pair.json")
+    findings = orjson.loads(recorded.read_bytes())["comparison"]["findings"]
+    assert [(f["code"], f["side"]) for f in findings] == [("TOOL_CHOICE_CHANGED", "request")]
 
 
 async def test_a_provider_answering_wrongly_is_attributed_to_the_provider(tmp_path: Path) -> None:

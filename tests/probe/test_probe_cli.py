@@ -51,26 +51,31 @@ async def test_demo_passes_every_probe_and_says_it_is_synthetic(tmp_path: Path) 
     status, printed = await calltap_probe("--demo", "--output", str(tmp_path / "out"))
     assert status == 0, printed
     assert "SYNTHETIC" in printed
-    assert "Checks: 6/6 passed" in printed
+    assert f"Checks: {len(PROBES)}/{len(PROBES)} passed" in printed
     assert [line.split()[1] for line in printed.splitlines() if line.startswith("PASS")] == list(
         PROBES
     )
     results = orjson.loads((tmp_path / "out" / "results.json").read_bytes())
     assert results["synthetic"].startswith("calltap's fake provider behind a faithful")
-    assert (results["passed"], results["total"]) == (6, 6)
+    assert (results["passed"], results["total"]) == (len(PROBES), len(PROBES))
     assert "Synthetic run" in (tmp_path / "out" / "report.html").read_text()
 
 
 async def test_demo_broken_fails_with_exit_1_naming_each_changed_value(tmp_path: Path) -> None:
     status, printed = await calltap_probe("--demo-broken", "--output", str(tmp_path / "out"))
     assert status == 1, printed
-    assert "Checks: 0/6 passed" in printed
+    assert f"Checks: 0/{len(PROBES)} passed" in printed
     failed = [line for line in printed.splitlines() if line.startswith("FAIL")]
     assert [line.split()[1].rstrip(":") for line in failed] == list(PROBES)
     nested = next(line for line in failed if line.startswith("FAIL forced-nested"))
     assert "at /flags/enabled expected true (boolean), received 1 (integer)" in nested
+    none = next(line for line in failed if line.startswith("FAIL choice-none"))
+    assert "1 tool call(s) (probe_note) instead of an answer" in none
+    named = next(line for line in failed if line.startswith("FAIL choice-named"))
+    assert "a call of 'probe_asked', not the function the tool choice named" in named
     results = orjson.loads((tmp_path / "out" / "results.json").read_bytes())
-    assert "change-two-values" in results["synthetic"]
+    for defect in ("change-two-values", "named-choice-required", "drop-none-choice"):
+        assert defect in results["synthetic"]
     probe = next(entry for entry in results["probes"] if entry["name"] == "forced-echo")
     assert set(probe) >= {"name", "passed", "expected", "received", "reason"}
     assert probe["received"][0]["arguments"] == {"text": "calltap probe: echo 7f3", "count": "3"}

@@ -1,5 +1,6 @@
 """The sans-IO parts of probing: schemas that admit exactly the expected values, a fake model that
-follows them, the defect that re-types two values, and the differences the judge names."""
+follows them, the defect that re-types two values, the differences the judge names, and what the
+judge makes of the answers to the tool-choice probes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from hypothesis import strategies as st
 
 from calltap.fakes.defects import ChangeTwoValues
 from calltap.fakes.model import answer, sample_arguments
-from calltap.probe.judge import differences
-from calltap.probe.probes import NESTED, PROBES, schema_for
+from calltap.probe.judge import Reply, differences, judge_first
+from calltap.probe.probes import ASKED, NAMED, NESTED, NOTE, PROBES, Function, schema_for
 
 json_values = st.recursive(
     st.none()
@@ -85,3 +86,64 @@ def test_change_two_values_re_types_the_first_two_leaves_of_a_whole_answer() -> 
     assert {k: v for k, v in value.items() if k != "flags"} == {
         k: v for k, v in NESTED.arguments.items() if k != "flags"
     }
+
+
+CHAT = "/v1/chat/completions"
+
+
+def chat_answer(*calls: tuple[Function, dict[str, Any]], text: str | None = None) -> Reply:
+    """A whole chat.completion with these calls (function, arguments) and text."""
+    tool_calls = [
+        {
+            "id": f"call_{index}",
+            "type": "function",
+            "function": {"name": function.name, "arguments": orjson.dumps(arguments).decode()},
+        }
+        for index, (function, arguments) in enumerate(calls)
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+    body = {"id": "c", "object": "chat.completion", "model": "m", "choices": [choice]}
+    return Reply(200, orjson.dumps(body), "application/json")
+
+
+def judged(name: str, reply: Reply) -> list[str]:
+    return judge_first(PROBES[name], reply, CHAT, "openai.chat").reasons
+
+
+def test_choice_none_passes_on_text_and_fails_on_a_call() -> None:
+    assert judged("choice-none", chat_answer(text="I may not call a tool here.")) == []
+    assert judged("choice-none", chat_answer((NOTE, NOTE.arguments))) == [
+        "1 tool call(s) (probe_note) instead of an answer",
+        "finish reason 'tool_calls', not stop",
+        "the answer has no text",
+    ]
+    assert judged("choice-none", chat_answer(text="  ")) == ["the answer has no text"]
+
+
+def test_choice_named_passes_on_the_named_function_alone() -> None:
+    assert judged("choice-named", chat_answer((NAMED, NAMED.arguments))) == []
+
+
+def test_choice_named_fails_on_the_other_function() -> None:
+    assert judged("choice-named", chat_answer((ASKED, ASKED.arguments))) == [
+        "no call of probe_named",
+        "a call of 'probe_asked', not the function the tool choice named",
+    ]
+
+
+def test_choice_named_fails_on_both_functions() -> None:
+    both = chat_answer((ASKED, ASKED.arguments), (NAMED, NAMED.arguments))
+    assert judged("choice-named", both) == [
+        "2 call(s), expected 1",
+        "a call of 'probe_asked', not the function the tool choice named",
+    ]
+
+
+def test_choice_named_checks_the_named_functions_arguments() -> None:
+    wrong = chat_answer((NAMED, {**NAMED.arguments, "turn": "2"}))
+    assert judged("choice-named", wrong) == [
+        'probe_named: at /turn expected 2 (integer), received "2" (string)'
+    ]

@@ -1,9 +1,11 @@
-"""Ask a gateway directly whether tool calls survive it: six small active probes.
+"""Ask a gateway directly whether tool calls survive it: eight small active probes.
 
 Each probe forces a named function whose schema states every expected argument value as `const`
 (strict), with a prompt that repeats them, and judges the answer with calltap's own parser,
 dialect reducers and argument equality: exact types (`true` is not `1`), duplicate keys and
 NaN/Infinity rejected, streams must end with finish reason `tool_calls` and the terminal marker.
+Two probes ask for what their tool choice rules out, so a gateway that drops or loosens the
+choice fails them.
 
   forced-echo     one forced call, strings and a number, JSON answer
   forced-nested   nested objects and arrays, unicode, true vs 1, floats, null, 2^53-1
@@ -12,6 +14,9 @@ NaN/Infinity rejected, streams must end with finish reason `tool_calls` and the 
   round-trip      the validated call answered with a fixed local result; the next answer must
                   quote it exactly
   parallel        two calls in one streamed turn: both must arrive
+  choice-none     tool_choice none while the prompt asks for a call: text, no call
+  choice-named    two tools, the second named while the prompt asks for the first: one call of
+                  the named one
 
 Bounded: redirects refused, requests up to 64 KiB, responses up to 256 KiB, a 15 s socket timeout,
 20 s per probe (40 s for round-trip) and --timeout overall, even against a server that trickles
@@ -31,7 +36,7 @@ examples:
   calltap probe --base-url http://127.0.0.1:8700 --output probe-run     # through calltap serve
   calltap probe --base-url http://127.0.0.1:4000 --dialect anthropic.messages --only parallel
   calltap probe --demo            # fake provider and faithful fake gateway on loopback: exit 0
-  calltap probe --demo-broken     # a gateway that re-types two argument values: exit 1
+  calltap probe --demo-broken     # a gateway that re-types values, ignores the tool choice: exit 1
 """
 
 from __future__ import annotations
@@ -61,11 +66,13 @@ from calltap.probe.runner import Run, Target, run_probes
 
 DEFAULT_KEY_ENV = "CALLTAP_PROBE_API_KEY"
 DEFAULT_ADMIN = "http://127.0.0.1:8702"
-BROKEN_DEFECT = "change-two-values"
+BROKEN_DEFECT = "change-two-values,named-choice-required,drop-none-choice"
+"""The bugs of --demo-broken's gateway: every probe meets one it catches."""
 SYNTHETIC = {
     "demo": "calltap's fake provider behind a faithful fake gateway, on loopback",
     "demo-broken": "calltap's fake provider behind a fake gateway that re-types two argument"
-    " values (change-two-values), on loopback",
+    " values (change-two-values), sends a named tool choice as required"
+    " (named-choice-required) and drops tool_choice none (drop-none-choice), on loopback",
 }
 
 
@@ -136,7 +143,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--demo-broken",
         action="store_true",
-        help="probe a fake gateway that re-types two argument values (synthetic; exit 1)",
+        help="probe a fake gateway that re-types two argument values and ignores the tool"
+        " choice (synthetic; exit 1)",
     )
 
 

@@ -6,6 +6,10 @@ equality (`jsonvalues`): a value of another type is another value (`true` is not
 and whitespace do not matter. Anything a side check flags as fatal or uncertain (a duplicate key,
 NaN, a missing terminal marker or finish reason, an error after 200) fails the probe: a probe
 exists to find what a client would trip on. Every reason is kept, not just the first.
+
+The calls expected are those the tool choice allows, not those the prompt asks for: a call in
+the answer to `choice-none`, or of the function `choice-named` did not name, is the prompt winning
+over a choice the gateway dropped or loosened.
 """
 
 from __future__ import annotations
@@ -59,7 +63,14 @@ class Judgement:
 
 def expected_calls(probe: Probe) -> list[dict[str, Any]]:
     """The calls a probe expects, as saved in results.json."""
-    return [{"name": f.name, "arguments": f.arguments} for f in probe.functions]
+    return [{"name": f.name, "arguments": f.arguments} for f in probe.expected]
+
+
+def judge_first(probe: Probe, reply: Reply, path: str, dialect: str) -> Judgement:
+    """The first turn: text when the tool choice forbids calls, else the expected calls."""
+    if probe.forbids:
+        return judge_text(reply, path, dialect, quote=None)
+    return judge_calls(probe, reply, path, dialect)
 
 
 def judge_calls(probe: Probe, reply: Reply, path: str, dialect: str) -> Judgement:
@@ -77,22 +88,30 @@ def judge_calls(probe: Probe, reply: Reply, path: str, dialect: str) -> Judgemen
     return judgement
 
 
-def judge_text(reply: Reply, path: str, dialect: str) -> Judgement:
-    """The second turn of `round-trip`: an ordinary answer (finish reason `stop`, no calls) whose
-    text contains the local tool result exactly."""
+def judge_text(
+    reply: Reply, path: str, dialect: str, quote: str | None = ROUND_TRIP_RESULT
+) -> Judgement:
+    """A turn whose tool choice is `none`: an ordinary answer (finish reason `stop`, no calls)
+    whose text contains `quote` exactly (the second turn of `round-trip`), or any text at all
+    (`choice-none`, quote None)."""
     judgement = Judgement()
     choice = _read(reply, path, dialect, False, judgement)
     if choice is None:
         return judgement
+    judgement.calls = list(choice.tool_calls)
     judgement.received = {"text": choice.text}
     if choice.tool_calls:
-        judgement.reasons.append(f"{len(choice.tool_calls)} tool call(s) instead of an answer")
+        judgement.received["calls"] = [_received_call(call) for call in choice.tool_calls]
+        names = ", ".join(call.name for call in choice.tool_calls)
+        judgement.reasons.append(
+            f"{len(choice.tool_calls)} tool call(s) ({names}) instead of an answer"
+        )
     if choice.finish_reason != "stop":
         judgement.reasons.append(f"finish reason {choice.raw_finish_reason!r}, not stop")
-    if ROUND_TRIP_RESULT not in choice.text:
-        judgement.reasons.append(
-            f"the answer does not contain the tool result {ROUND_TRIP_RESULT!r}"
-        )
+    if quote is None and not choice.text.strip():
+        judgement.reasons.append("the answer has no text")
+    elif quote is not None and quote not in choice.text:
+        judgement.reasons.append(f"the answer does not contain the tool result {quote!r}")
     return judgement
 
 
@@ -144,21 +163,24 @@ def _received_call(call: ToolCall) -> dict[str, Any]:
 
 def _call_differences(probe: Probe, calls: list[ToolCall]) -> list[str]:
     """Why the received calls are not the expected multiset of (name, arguments)."""
-    expected = Counter((f.name, canonical_key(f.arguments)) for f in probe.functions)
+    functions = probe.expected
+    expected = Counter((f.name, canonical_key(f.arguments)) for f in functions)
     received = Counter(_key(call) for call in calls)
     if expected == received:
         return []
     reasons = []
-    if len(calls) != len(probe.functions):
-        reasons.append(f"{len(calls)} call(s), expected {len(probe.functions)}")
+    if len(calls) != len(functions):
+        reasons.append(f"{len(calls)} call(s), expected {len(functions)}")
     names = {call.name for call in calls}
-    for function in probe.functions:
+    for function in functions:
         if function.name not in names:
             reasons.append(f"no call of {function.name}")
-    by_name = {function.name: function for function in probe.functions}
+    by_name = {function.name: function for function in functions}
     for call in calls:
         function = by_name.get(call.name)
-        if function is None:
+        if function is None and probe.forced is not None:
+            reasons.append(f"a call of {call.name!r}, not the function the tool choice named")
+        elif function is None:
             reasons.append(f"an unexpected call of {call.name!r}")
         elif call.decoded is not None:
             reasons.extend(

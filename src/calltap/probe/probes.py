@@ -6,12 +6,16 @@ Every expected value is stated in the tool's schema as JSON Schema `const` (with
 JSON, so a model under constrained decoding (or any schema-following fake) produces it exactly.
 What arrives is then compared by calltap's own argument equality: a gateway that re-types `true`
 as `1`, stringifies a number or loses a call cannot pass.
+
+Two probes check the tool choice itself, by asking for what the choice rules out: `choice-none`
+forbids every call while the prompt asks for one, and `choice-named` names one function while the
+prompt asks for the other. A gateway that drops or loosens the choice lets the prompt win.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -35,6 +39,14 @@ LOOKUP_ARGUMENTS: dict[str, Any] = {"key": "calltap-probe-round-trip"}
 ROUND_TRIP_RESULT = "calltap-result-5d2c91 ok"
 """The fixed local tool result `round-trip` answers its call with; the next answer must quote it."""
 PARALLEL_ARGUMENTS = ({"city": "Zürich"}, {"zone": "Asia/Taipei"})
+NOTE_ARGUMENTS: dict[str, Any] = {"note": "calltap probe: none 4b1e"}
+ASKED_ARGUMENTS: dict[str, Any] = {"answer": "calltap probe: asked 1c9d"}
+NAMED_ARGUMENTS: dict[str, Any] = {"pick": "calltap probe: named 8e2b", "turn": 2}
+
+ToolChoice = Literal["force", "none", "named"]
+"""What a probe's `tool_choice` says: "force" names its one function (several: any call is
+required, all of them expected); "none" forbids every call, though the prompt asks for one;
+"named" names the last function, though the prompt asks for the first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,19 +65,50 @@ class Function:
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    """One active check: the functions offered, whether the answer streams, and whether the call
-    is answered with a tool result on a second turn."""
+    """One active check: the functions offered, whether the answer streams, whether the call is
+    answered with a tool result on a second turn, and what the tool choice says."""
 
     name: str
     summary: str
     functions: tuple[Function, ...]
     stream: bool
     round_trip: bool = False
+    choice: ToolChoice = "force"
 
     @property
     def forced(self) -> Function | None:
-        """The one function the probe forces by name; None when it offers several (`parallel`)."""
+        """The function the probe's tool choice names; None when it names none (`parallel`
+        requires any call, `choice-none` forbids them)."""
+        if self.choice == "none":
+            return None
+        if self.choice == "named":
+            return self.functions[-1]
         return self.functions[0] if len(self.functions) == 1 else None
+
+    @property
+    def forbids(self) -> bool:
+        """Whether the tool choice forbids every call: the answer must be text."""
+        return self.choice == "none"
+
+    @property
+    def parallel(self) -> bool:
+        """Whether several calls are expected in one turn."""
+        return self.choice == "force" and len(self.functions) > 1
+
+    @property
+    def expected(self) -> tuple[Function, ...]:
+        """The functions the answer must call, each once: what the tool choice allows, not what
+        the prompt asks for."""
+        if self.choice == "none":
+            return ()
+        if self.choice == "named":
+            return self.functions[-1:]
+        return self.functions
+
+    @property
+    def asked(self) -> tuple[Function, ...]:
+        """The functions the prompt asks to call (`choice-named` asks for the one not named)."""
+        return self.functions[:1] if self.choice == "named" else self.functions
 
     @property
     def prompt(self) -> str:
@@ -73,9 +116,9 @@ class Probe:
         lines = [
             f"Call the function {function.name} with exactly these arguments (JSON): "
             + orjson.dumps(function.arguments).decode()
-            for function in self.functions
+            for function in self.asked
         ]
-        if len(self.functions) > 1:
+        if len(self.asked) > 1:
             lines.insert(0, "Make these calls in parallel, in one turn.")
         if self.round_trip:
             lines.append("Then answer with the tool's result, quoted verbatim.")
@@ -87,6 +130,9 @@ NESTED = Function("probe_nested", "Store a nested record", NESTED_ARGUMENTS)
 LOOKUP = Function("probe_lookup", "Look a key up", LOOKUP_ARGUMENTS)
 WEATHER = Function("probe_weather", "Current weather in a city", PARALLEL_ARGUMENTS[0])
 CLOCK = Function("probe_clock", "Current time in a time zone", PARALLEL_ARGUMENTS[1])
+NOTE = Function("probe_note", "Write a note down", NOTE_ARGUMENTS)
+ASKED = Function("probe_asked", "Record an answer", ASKED_ARGUMENTS)
+NAMED = Function("probe_named", "Record a pick and its turn", NAMED_ARGUMENTS)
 
 PROBES: dict[str, Probe] = {
     probe.name: probe
@@ -113,6 +159,20 @@ PROBES: dict[str, Probe] = {
         ),
         Probe(
             "parallel", "two calls in one streamed turn, both must arrive", (WEATHER, CLOCK), True
+        ),
+        Probe(
+            "choice-none",
+            "tool_choice none while the prompt asks for a call: text must come back, no call",
+            (NOTE,),
+            False,
+            choice="none",
+        ),
+        Probe(
+            "choice-named",
+            "two tools, the second named while the prompt asks for the first: only it is called",
+            (ASKED, NAMED),
+            False,
+            choice="named",
         ),
     )
 }

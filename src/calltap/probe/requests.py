@@ -3,7 +3,10 @@ Anthropic Messages and OpenAI Responses.
 
 Sans-IO: a probe and a model in, a path and a JSON body out. The first turn offers the probe's
 functions with their strict `const` schemas and forces the one named function (several functions:
-any call is required, in parallel). The second turn of `round-trip` replays the validated call
+any call is required, in parallel); `choice-none` says `none` and `choice-named` names its last
+function, each in the dialect's own terms (Chat `"none"` and `{"type": "function", "function":
+{"name": …}}`, Messages `{"type": "none"}` and `{"type": "tool", "name": …}`, Responses `"none"`
+and `{"type": "function", "name": …}`). The second turn of `round-trip` replays the validated call
 as the assistant's turn, answers it with the fixed local result, and asks for text.
 """
 
@@ -51,16 +54,20 @@ def _chat_tool(function: Function) -> dict[str, Any]:
     }
 
 
-def _chat_first(probe: Probe, model: str) -> dict[str, Any]:
+def _chat_choice(probe: Probe) -> Any:
     forced = probe.forced
+    if probe.forbids:
+        return "none"
+    return {"type": "function", "function": {"name": forced.name}} if forced else "required"
+
+
+def _chat_first(probe: Probe, model: str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": probe.prompt}],
         "tools": [_chat_tool(function) for function in probe.functions],
-        "tool_choice": {"type": "function", "function": {"name": forced.name}}
-        if forced
-        else "required",
-        "parallel_tool_calls": forced is None,
+        "tool_choice": _chat_choice(probe),
+        "parallel_tool_calls": probe.parallel,
         "temperature": 0,
         "stream": probe.stream,
     }
@@ -86,8 +93,16 @@ def _chat_second(probe: Probe, model: str, call: Call) -> dict[str, Any]:
     return body
 
 
-def _messages_first(probe: Probe, model: str) -> dict[str, Any]:
+def _messages_choice(probe: Probe) -> dict[str, Any]:
     forced = probe.forced
+    if probe.forbids:
+        return {"type": "none"}
+    if forced:
+        return {"type": "tool", "name": forced.name}
+    return {"type": "any", "disable_parallel_tool_use": False}
+
+
+def _messages_first(probe: Probe, model: str) -> dict[str, Any]:
     tools = [
         {
             "name": function.name,
@@ -102,9 +117,7 @@ def _messages_first(probe: Probe, model: str) -> dict[str, Any]:
         "max_tokens": MAX_TOKENS,
         "messages": [{"role": "user", "content": probe.prompt}],
         "tools": tools,
-        "tool_choice": {"type": "tool", "name": forced.name}
-        if forced
-        else {"type": "any", "disable_parallel_tool_use": False},
+        "tool_choice": _messages_choice(probe),
         "temperature": 0,
         "stream": probe.stream,
     }
@@ -128,8 +141,14 @@ def _input(call: Call) -> Any:
     return orjson.loads(call.arguments) if call.arguments.strip() else {}
 
 
-def _responses_first(probe: Probe, model: str) -> dict[str, Any]:
+def _responses_choice(probe: Probe) -> Any:
     forced = probe.forced
+    if probe.forbids:
+        return "none"
+    return {"type": "function", "name": forced.name} if forced else "required"
+
+
+def _responses_first(probe: Probe, model: str) -> dict[str, Any]:
     tools = [
         {
             "type": "function",
@@ -144,8 +163,8 @@ def _responses_first(probe: Probe, model: str) -> dict[str, Any]:
         "model": model,
         "input": [{"role": "user", "content": probe.prompt}],
         "tools": tools,
-        "tool_choice": {"type": "function", "name": forced.name} if forced else "required",
-        "parallel_tool_calls": forced is None,
+        "tool_choice": _responses_choice(probe),
+        "parallel_tool_calls": probe.parallel,
         "temperature": 0,
         "stream": probe.stream,
     }

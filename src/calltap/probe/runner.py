@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calltap.probe.client import BoundedClient, Limits, ProbeFailure
-from calltap.probe.judge import Judgement, expected_calls, judge_calls, judge_text
+from calltap.probe.judge import Judgement, expected_calls, judge_first, judge_text
 from calltap.probe.masking import Masker
 from calltap.probe.probes import ROUND_TRIP_RESULT, Probe
 from calltap.probe.requests import SHAPES, Call, Shape, endpoint
@@ -149,7 +149,7 @@ async def _turn(
     reply = await client.post(url, body, headers, f"{probe.name}: {step}")
     path = target.shape.path
     if step == "call":
-        judgement = judge_calls(probe, reply, path, target.dialect)
+        judgement = judge_first(probe, reply, path, target.dialect)
     else:
         judgement = judge_text(reply, path, target.dialect)
     return _Turn(judgement, [reply.request_id] if reply.request_id else [])
@@ -157,6 +157,8 @@ async def _turn(
 
 def _expected(probe: Probe) -> Any:
     calls = expected_calls(probe)
+    if probe.forbids:
+        return {"calls": calls, "answer": "any text, finish reason stop"}
     if probe.round_trip:
         return {"call": calls, "answer": {"contains": ROUND_TRIP_RESULT}}
     return calls
