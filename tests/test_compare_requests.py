@@ -723,3 +723,22 @@ def test_the_same_bytes_sent_to_another_dialect_are_read_as_that_dialect() -> No
                                                      RecordedRequest(body, GEMINI)))
     assert compared.provider is not compared.client
     assert (compared.provider.dialect, compared.verdict) == ("google.gemini", "inconclusive")
+
+
+def test_a_gemini_result_named_after_no_call_links_nothing() -> None:
+    """Gemini links a `functionResponse` to its call by name: one named otherwise (Portkey up to
+    1.15.2 names each `gateway-tool-filler-name`) answers no call, though Gemini's calls carry
+    no ids."""
+    gemini = {"contents": [
+        {"role": "user", "parts": [{"text": TWO_CALLS_ANSWERED[0]["content"]}]},
+        {"role": "model", "parts": [
+            {"functionCall": {"name": "weather", "args": {"city": "Taipei"}}},
+            {"functionCall": {"name": "clock", "args": {"zone": "UTC"}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"name": name, "response": {"content": text}}}
+            for name, text in (("gateway-tool-filler-name", "sunny"),
+                               ("gateway-tool-filler-name", "12:00"))]},
+    ], "tools": [{"functionDeclarations": [
+        {"name": "weather", "parameters": WEATHER}, {"name": "clock", "parameters": CLOCK}]}]}
+    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED), gemini,
+                                                              GEMINI))

@@ -17,8 +17,8 @@
   JSON): by id where the result names one its side knows, else
   by function name (the next call of that name in the latest assistant turn), and identified by
   that call's name, arguments and occurrence and how many turns back it stands; where a side's
-  calls carry no ids at all (Ollama's), a result that names none of them answers the next call
-  not answered yet, as that dialect links them, by place. A result linked
+  calls carry no ids at all (Ollama's), a result that names no function and no call answers the
+  next call not answered yet, as that dialect links them, by place. A result linked
   to another call (two results naming one id) is therefore a change, whatever the ids. An id or
   a name that is not a string links nothing.
 - A tool result's media the provider's dialect cannot carry inside a result, moved into the turn
@@ -275,12 +275,13 @@ class _Latest:
 
 def _result(index: int, result: ToolResult, calls: dict[str, tuple[int, Hashable]],
             latest: _Latest) -> _Result:
-    """The result linked by the id it names, else by its function's name, else, where that
-    side's calls carry no ids (Ollama's), by its place: the next call not answered yet."""
+    """The result linked by the id it names, else by its function's name, else, when it names no
+    function and that side's calls carry no ids (Ollama's), by its place: the next call not
+    answered yet. A result named after no call (Gemini links by name) is linked to nothing."""
     answered = calls.get(result.call_id) if isinstance(result.call_id, str) else None
     if answered is None and isinstance(result.name, str) and latest.by_name.get(result.name):
         answered = latest.by_name[result.name].pop(0)
-    if answered is None and not latest.ids and latest.open:
+    if answered is None and result.name is None and not latest.ids and latest.open:
         answered = next(iter(latest.open))
     if answered is not None:
         latest.open.pop(answered, None)
