@@ -657,52 +657,42 @@ def test_a_body_of_another_dialects_shape_is_unreadable() -> None:
 
 # --- tool results linked by place (Ollama) ------------------------------------------------------
 
-TWO_CALLS_ANSWERED = [
-    {"role": "user", "content": "Weather in Taipei and the time in UTC?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "weather", "arguments": '{"city": "Taipei"}'}},
-        {"id": "call_2", "type": "function",
-         "function": {"name": "clock", "arguments": '{"zone": "UTC"}'}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-    {"role": "tool", "tool_call_id": "call_2", "content": "12:00"},
-]
-
-
 def ollama_history(results: list[str]) -> list[dict[str, Any]]:
-    """The conversation as LiteLLM's `ollama_chat/` route sends it: the calls without ids, each
+    """CALLS_AND_RESULTS as LiteLLM's `ollama_chat/` route sends it: the calls without ids, each
     result with the client's `tool_call_id` (which names no call upstream) and no `tool_name`."""
+    calls = CALLS_AND_RESULTS[1]["tool_calls"]
     return [
-        TWO_CALLS_ANSWERED[0],
+        CALLS_AND_RESULTS[0],
         {"role": "assistant", "content": "", "tool_calls": [
-            {"function": {"name": "weather", "arguments": {"city": "Taipei"}}},
-            {"function": {"name": "clock", "arguments": {"zone": "UTC"}}}]},
-        *({"role": "tool", "tool_call_id": f"call_{n}", "content": text}
-          for n, text in enumerate(results, start=1)),
+            {"function": {"name": call["function"]["name"],
+                          "arguments": json.loads(call["function"]["arguments"])}}
+            for call in calls]},
+        *({"role": "tool", "tool_call_id": call["id"], "content": text}
+          for call, text in zip(calls, results, strict=True)),
     ]
 
 
 def test_results_answer_calls_without_ids_by_their_place() -> None:
-    ollama = {"model": "llama3", "messages": ollama_history(["sunny", "12:00"]),
+    ollama = {"model": "llama3", "messages": ollama_history(["31 C", "14:05"]),
               "tools": chat()["tools"]}
-    comparison = compared(chat(TWO_CALLS_ANSWERED), ollama, OLLAMA)
+    comparison = compared(chat(CALLS_AND_RESULTS), ollama, OLLAMA)
     assert Code.HISTORY_TOOL_RESULT_CHANGED not in codes(comparison), comparison.findings
     assert comparison.verdict == "equal", comparison.findings
 
 
 def test_results_swapped_against_calls_without_ids_are_relinked() -> None:
-    ollama = {"model": "llama3", "messages": ollama_history(["12:00", "sunny"]),
+    ollama = {"model": "llama3", "messages": ollama_history(["14:05", "31 C"]),
               "tools": chat()["tools"]}
-    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED), ollama,
+    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(CALLS_AND_RESULTS), ollama,
                                                               OLLAMA))
 
 
 def test_a_result_naming_no_call_where_calls_have_ids_links_nothing() -> None:
     """Where calls carry ids, a result whose id names none of them is not linked by place: the
     provider cannot link it either."""
-    renamed = copy.deepcopy(TWO_CALLS_ANSWERED)
+    renamed = copy.deepcopy(CALLS_AND_RESULTS)
     renamed[3]["tool_call_id"] = "call_elsewhere"
-    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED),
+    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(CALLS_AND_RESULTS),
                                                               chat(renamed)))
 
 
@@ -730,15 +720,15 @@ def test_a_gemini_result_named_after_no_call_links_nothing() -> None:
     1.15.2 names each `gateway-tool-filler-name`) answers no call, though Gemini's calls carry
     no ids."""
     gemini = {"contents": [
-        {"role": "user", "parts": [{"text": TWO_CALLS_ANSWERED[0]["content"]}]},
+        {"role": "user", "parts": [{"text": CALLS_AND_RESULTS[0]["content"]}]},
         {"role": "model", "parts": [
-            {"functionCall": {"name": "weather", "args": {"city": "Taipei"}}},
-            {"functionCall": {"name": "clock", "args": {"zone": "UTC"}}}]},
+            {"functionCall": {"name": "weather", "args": {"city": "Taipei", "unit": "c"}}},
+            {"functionCall": {"name": "clock", "args": {"zone": "Asia/Taipei"}}}]},
         {"role": "user", "parts": [
             {"functionResponse": {"name": name, "response": {"content": text}}}
-            for name, text in (("gateway-tool-filler-name", "sunny"),
-                               ("gateway-tool-filler-name", "12:00"))]},
+            for name, text in (("gateway-tool-filler-name", "31 C"),
+                               ("gateway-tool-filler-name", "14:05"))]},
     ], "tools": [{"functionDeclarations": [
         {"name": "weather", "parameters": WEATHER}, {"name": "clock", "parameters": CLOCK}]}]}
-    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(TWO_CALLS_ANSWERED), gemini,
+    assert Code.HISTORY_TOOL_RESULT_CHANGED in codes(compared(chat(CALLS_AND_RESULTS), gemini,
                                                               GEMINI))

@@ -161,15 +161,12 @@ ASKING_ROUTES = {
 }
 COSMETIC_ASKED: dict[tuple[str, str], set[tuple[str, str]]] = {}
 """The cosmetic request findings each route and request may have, by code and detail."""
-def asked_cases() -> list[Any]:
-    cases = []
-    for route in ASKING_ROUTES:
-        for case in ASKED:
-            cases.append(pytest.param(route, case, id=f"{route}-{case}"))
-    return cases
+ROUTE_CASES = [pytest.param(route, case, id=f"{route}-{case}")
+               for route in ASKING_ROUTES for case in ASKED]
+"""Every request of ASKED on every route of ASKING_ROUTES."""
 
 
-@pytest.mark.parametrize(("route", "case"), asked_cases())
+@pytest.mark.parametrize(("route", "case"), ROUTE_CASES)
 async def test_what_the_client_asked_reaches_the_provider(forwarding: Stack, route: str,
                                                           case: str) -> None:
     model, dialect = ASKING_ROUTES[route]
@@ -198,15 +195,7 @@ stand-in's call, which LiteLLM hands the client as text but with `finish_reason:
 FINISH_REASON_CHANGED (tool_calls read as the stop it stands for -> tool_calls) is a finding."""
 
 
-def answered_cases() -> list[Any]:
-    cases = []
-    for route in ASKING_ROUTES:
-        for case in ASKED:
-            cases.append(pytest.param(route, case, id=f"{route}-{case}"))
-    return cases
-
-
-@pytest.mark.parametrize(("route", "case"), answered_cases())
+@pytest.mark.parametrize(("route", "case"), ROUTE_CASES)
 async def test_what_the_client_asked_is_answered_alike(forwarding: Stack, route: str,
                                                        case: str) -> None:
     """The same requests, the answers' side: only cosmetic findings."""
