@@ -64,7 +64,7 @@ class _Reach:
     def of(cls, dialect: str) -> _Reach:
         try:
             side: RequestSide = dialect_named(dialect).REQUEST
-        except (ValueError, AttributeError):
+        except ValueError:
             return cls(frozenset(), frozenset(), frozenset())
         return cls(side.CARRIES, side.SCHEMA_LACKS, side.REQUIRES)
 
