@@ -52,6 +52,8 @@ def test_comparison_json_is_the_design_object() -> None:
         "bytes": len((FIXTURES / "openai_chat" / "seed.upstream.sse").read_bytes()),
         "choices": 1,
         "tool_calls": 2,
+        "finish_reasons": ["tool_calls"],
+        "usage": {"input_tokens": 82, "output_tokens": 41},
         "findings": [],
     }
     assert report["downstream"]["tool_calls"] == 1

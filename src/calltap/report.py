@@ -106,8 +106,29 @@ def side_json(transcript: Transcript, side: Side | None, *, redact: bool = False
         "bytes": transcript.bytes,
         "choices": len(transcript.choices),
         "tool_calls": transcript.tool_call_count,
+        "finish_reasons": finish_reasons(transcript),
+        "usage": usage_json(transcript),
         "findings": [finding_json(f, side, redact=redact) for f in transcript.findings],
     }
+
+
+def finish_reasons(transcript: Transcript) -> list[str]:
+    """Each choice's finish reason in choice order, in the provider's own word when it said one
+    (what a trace shows as `gen_ai.response.finish_reasons`); a choice that gave none is left
+    out."""
+    reasons = (transcript.choices[index].raw_finish_reason
+               or transcript.choices[index].finish_reason
+               for index in sorted(transcript.choices))
+    return [reason for reason in reasons if reason]
+
+
+def usage_json(transcript: Transcript) -> dict[str, int | None] | None:
+    """The token counts the body reported, by the names traces give them; None when it reported
+    none."""
+    usage = transcript.usage
+    if usage is None:
+        return None
+    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
 
 
 def finding_json(
