@@ -60,15 +60,42 @@ def test_another_conversation_is_a_miss():
     player = Player((attempt(1),))
     other = {**TOOLS_REQUEST, "messages": [{"role": "user", "content": "Something else"}]}
     found = player.answer("POST", CHAT, orjson.dumps(other))
-    assert found == Miss("POST", CHAT, "the conversation (last turn, tool names) differs from"
-                         " attempt 1's")
+    assert found == Miss("POST", CHAT, "the conversation's last turn differs from attempt 1's")
     assert player.misses == [found] and player.unplayed == 1
 
 
-def test_another_tool_set_is_a_miss():
+OFFERS = st.fixed_dictionaries({}, optional={
+    "tools": st.lists(st.sampled_from(TOOLS_REQUEST["tools"]), unique_by=lambda tool: tool[
+        "function"]["name"]),
+    "tool_choice": st.sampled_from(["auto", "none", "required"]),
+    "temperature": st.sampled_from([0, 0.5, 1]),
+    "top_p": st.floats(0, 1),
+})
+
+
+@given(offers=OFFERS)
+def test_what_a_request_offers_and_how_it_samples_does_not_change_the_question(offers):
+    """A request-side divergence fixed (a tool no longer dropped, the tool choice or temperature
+    sent as asked) still asks the recorded question, so the recorded answer is served."""
     player = Player((attempt(1),))
-    fewer_tools = {**TOOLS_REQUEST, "tools": TOOLS_REQUEST["tools"][:1]}
-    assert isinstance(player.answer("POST", CHAT, orjson.dumps(fewer_tools)), Miss)
+    request = {key: value for key, value in TOOLS_REQUEST.items()
+               if key not in ("tools", "tool_choice", "temperature", "top_p")}
+    assert player.answer("POST", CHAT, orjson.dumps({**request, **offers})) == attempt(1)
+
+
+def test_an_earlier_turn_dropped_or_added_still_asks_the_last_turn():
+    player = Player((attempt(1),))
+    earlier = [{"role": "user", "content": "Earlier"}, {"role": "assistant", "content": "Yes"}]
+    longer = {**TOOLS_REQUEST, "messages": [*earlier, *TOOLS_REQUEST["messages"]]}
+    assert player.answer("POST", CHAT, orjson.dumps(longer)) == attempt(1)
+
+
+def test_another_last_turn_after_the_same_history_is_a_miss():
+    player = Player((attempt(1),))
+    more = {**TOOLS_REQUEST, "messages": [*TOOLS_REQUEST["messages"],
+                                          {"role": "assistant", "content": "Sure"},
+                                          {"role": "user", "content": "And tomorrow?"}]}
+    assert isinstance(player.answer("POST", CHAT, orjson.dumps(more)), Miss)
 
 
 def test_another_chat_endpoint_is_a_miss_that_names_the_recorded_one():

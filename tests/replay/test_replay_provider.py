@@ -64,7 +64,6 @@ async def test_a_miss_is_a_502_that_says_why_and_a_side_request_a_404():
     error = orjson.loads(body)["error"]
     assert status == 502 and error["code"] == "cassette_miss"
     assert error["message"] == ("calltap replay: no recorded answer for POST /v1/chat/completions:"
-                                " the conversation (last turn, tool names) differs from attempt"
-                                " 1's")
+                                " the conversation's last turn differs from attempt 1's")
     assert side == 404 and player.side_requests == ["GET /v1/models"]
     assert len(player.misses) == 1 and player.unplayed == 1

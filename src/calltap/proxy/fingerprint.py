@@ -49,6 +49,18 @@ _TOOL_RESULT_ROLES = frozenset({"tool", "function"})
 def request_fingerprint(body: bytes, path: str) -> str | None:
     """sha256 hex of the request's last turn and tool names, or None when the body is not a
     JSON chat-like request of the dialect its path names. Never raises."""
+    return _fingerprint(body, path, with_tools=True)
+
+
+def turn_fingerprint(body: bytes, path: str) -> str | None:
+    """sha256 hex of the request's last turn alone, without the tool names: the question a
+    request asks, whatever it offers to answer it with (what `calltap replay` matches a
+    gateway's request to a recorded one by, so that a gateway that stopped dropping a tool
+    still asks the recorded question). None as for `request_fingerprint`."""
+    return _fingerprint(body, path, with_tools=False)
+
+
+def _fingerprint(body: bytes, path: str, *, with_tools: bool) -> str | None:
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -58,8 +70,10 @@ def request_fingerprint(body: bytes, path: str) -> str | None:
     conversation = request_conversation(request, path)
     if conversation is None or not conversation.entries:
         return None
-    turn = _last_turn(conversation.entries)
-    return hashlib.sha256(orjson.dumps([turn, sorted(conversation.tools)])).hexdigest()
+    parts: list[Any] = [_last_turn(conversation.entries)]
+    if with_tools:
+        parts.append(sorted(conversation.tools))
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
 
 
 def _last_turn(entries: list[Any]) -> list[Unit]:

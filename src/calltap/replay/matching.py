@@ -2,12 +2,16 @@
 
 A gateway replaying the same client request rarely sends the same bytes: it adds fields, orders
 keys its own way, stamps ids. So a request matches a recorded attempt when the method and path
-are the same and the dialect's reading of the conversation (the normalization calltap pairs legs
-with: the last turn's content and the tool names) is the same. Attempts are served in the
-order the gateway made them; a request the cassette cannot answer is a miss, with the reason:
-another path than the attempt's (a chat endpoint or not: a gateway that calls `/v1/completions`
-or a moderation endpoint for the client's request asks for an answer that was never recorded),
-another conversation, or more attempts than were recorded.
+are the same and the dialect's reading of the conversation's last turn (the normalization
+calltap pairs legs with: the text and tool results of the trailing turn) is the same. What the
+request offers and how it asks (the tools, the tool choice, the sampling settings, earlier turns)
+is left out on purpose: that is what a request-side divergence is about, so a gateway that
+stopped dropping a tool, or sends the tool choice it was given, still asks the recorded question
+and gets the recorded answer, and its replayed pair says whether the defect is fixed. Attempts
+are served in the order the gateway made them; a request the cassette cannot answer is a miss,
+with the reason: another path than the attempt's (a chat endpoint or not: a gateway that
+calls `/v1/completions` or a moderation endpoint for the client's request asks for an answer
+that was never recorded), another conversation, or more attempts than were recorded.
 
 Requests without a body off the chat endpoints (a gateway's `GET /v1/models` or health check)
 were never part of the pair: they are answered 404 and noted, not counted as misses.
@@ -21,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from calltap.dialects import COMPARED_PATHS
-from calltap.proxy.fingerprint import request_fingerprint
+from calltap.proxy.fingerprint import turn_fingerprint
 from calltap.replay.cassette import Answer
 
 
@@ -38,8 +42,9 @@ class Miss:
 
 
 def request_key(body: bytes | None, path: str) -> str | None:
-    """The meaning a request is matched by; None when its body is no chat request."""
-    return None if body is None else request_fingerprint(body, path)
+    """The meaning a request is matched by (its last turn); None when its body is no chat
+    request."""
+    return None if body is None else turn_fingerprint(body, path)
 
 
 def is_chat_path(path: str) -> bool:
@@ -85,7 +90,7 @@ class Player:
                         f" {expected.method} {expected.path}")
         recorded = request_key(expected.request_body, expected.path)
         if body is not None and recorded is not None and request_key(body, path) != recorded:
-            return Miss(method, path, f"the conversation (last turn, tool names) differs"
+            return Miss(method, path, f"the conversation's last turn differs"
                         f" from attempt {expected.attempt}'s")
         return expected
 
