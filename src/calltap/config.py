@@ -69,6 +69,11 @@ class Config:
     inconclusive, orphaned and defective ones always)."""
     keep_equal_sample: float = 0.01
     """With keep = diverged, the share of equal pairs kept, chosen by a hash of the request id."""
+    replica: str = ""
+    """This writer's name in the index of pairs (its segments' names, each row's `replica`);
+    empty for the HOSTNAME variable (a pod's name in Kubernetes), else the host name."""
+    index_interval: float = 60.0
+    """Seconds between two index segments this replica writes (rows wait in the spool)."""
     compared_paths: tuple[str, ...] = COMPARED_PATHS
     """Request-path suffixes whose legs are paired and compared (by default every dialect's
     endpoints); everything else is only relayed."""
@@ -140,7 +145,7 @@ class Config:
             if value is not None:
                 parse_url(name, value)
         for name in ("pairing_window", "grace_period", "connect_timeout", "read_timeout",
-                     "compare_deadline"):
+                     "compare_deadline", "index_interval"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("max_capture_bytes", "max_fingerprint_body", "disk_quota_bytes",
@@ -292,6 +297,8 @@ def coerce(name: str, value: Any) -> Any:
         return _parse_list(name, value)
     if name == "log_level":
         return str(value).strip().lower()
+    if name == "replica":
+        return str(value).strip()
     default = FIELDS[name].default
     return _parse_number(name, value, type(default))
 

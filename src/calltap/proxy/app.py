@@ -54,6 +54,7 @@ from calltap.proxy.hooks import (
     merge_health,
 )
 from calltap.proxy.ids import accept_client_id, new_request_id, new_traceparent, parse_traceparent
+from calltap.proxy.index_rows import IndexRows
 from calltap.proxy.keeping import Keeping
 from calltap.proxy.logs import make_logger
 from calltap.proxy.metrics import Metrics
@@ -88,9 +89,11 @@ class Calltap:
         self.keeping = Keeping(config, self.recording.recorder, self.metrics.registry)
         self.addons += [self.metrics, DivergenceLog(self.log), self.recording,
                         self.comparisons, self.pairs, self.keeping]
+        self.index = IndexRows(config, self.keeping, self.log, self.metrics.registry)
+        self.addons.append(self.index)
         if config.bucket is not None:
             self.addons.append(Uploads(config, self.recording.recorder, self.keeping, self.log,
-                                       self.metrics.registry))
+                                       self.metrics.registry, self.index))
         if config.admin is not None:
             self.admin: Admin | None = Admin(config.admin, self.health, self.metrics,
                                              protocol_options(config, self.log, "admin"))
@@ -240,6 +243,7 @@ class Calltap:
         traceparent = None
         if request.headers.get("traceparent") is None:
             traceparent, leg.trace_id = new_traceparent()
+            leg.traceparent = traceparent
         await self.hooks.emit_async(LegStarted(leg))
         headers = [(n, v) for n, v in forwardable(request.headers.items())
                    if n.lower() != "x-request-id"]

@@ -27,6 +27,7 @@ from calltap import recordings
 from calltap.config import Config, ConfigError
 from calltap.proxy.capture import Recorder
 from calltap.proxy.hooks import Addon, PairCompared
+from calltap.proxy.index_rows import IndexRows
 from calltap.proxy.keeping import Keeping
 from calltap.storage import Storage, StoreError
 
@@ -43,7 +44,7 @@ class Uploads(Addon):
     """Owns the bucket's `Storage`, the queue of finalized pairs and the uploaders."""
 
     def __init__(self, config: Config, recorder: Recorder, keeping: Keeping, logger: Any,
-                 registry: CollectorRegistry) -> None:
+                 registry: CollectorRegistry, index: IndexRows | None = None) -> None:
         assert config.bucket is not None
         self.url = config.bucket
         self.spool = config.recordings
@@ -51,6 +52,8 @@ class Uploads(Addon):
         self.keeping = keeping
         self.log = logger
         self.storage = Storage(config.bucket)
+        self.index = index
+        """Told of each pair once its last object is stored, for the pair's index row."""
         self.queue: asyncio.Queue[Path] = asyncio.Queue()
         self.pending: dict[Path, float] = {}
         """Pairs waiting or being uploaded, with when they were queued."""
@@ -145,6 +148,9 @@ class Uploads(Addon):
             document["stored_as"] = stored
         pair_json = recordings.encode_pair(document)
         await self.storage.put_new(f"{day}/{stored}/{recordings.PAIR_JSON}", pair_json)
+        if self.index is not None:
+            self.index.stored(document, files.get(recordings.request_name("downstream")), day,
+                              stored)
         await asyncio.to_thread(shutil.rmtree, directory, True)
         return sum(len(data) for data in files.values()) + len(pair_json)
 
