@@ -96,6 +96,8 @@ class Leg:
     query: str = ""
     """The request's query string as it arrived (`api-version=…`), without the `?`."""
     trace_id: str | None = None
+    traceparent: str | None = None
+    """The `traceparent` the front minted and forwarded because the client sent none."""
     fingerprint: str | None = None
     """What the request asks, for pairing by content (a compared front leg's)."""
     recording: Recording | None = None
