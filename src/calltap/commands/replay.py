@@ -23,9 +23,18 @@ case (a folder of cases from a tree) and --case DIR runs one, or a folder of the
 --demo-gateway replays through the fake gateway `calltap demo` records through, so a divergence
 the demo kept (`calltap demo --recordings DIR`) replays without a gateway of your own.
 
+--suite DIR runs every case in DIR as a regression test of the gateway build: a case passes when
+its replayed pair is equal (the divergence stays fixed), fails when it diverges again (the
+recorded and replayed codes in the message) and is an error when the run cannot judge it (the
+cassette cannot answer the gateway, the case cannot be read). --junit FILE writes JUnit XML (a
+testcase per case); --github prints GitHub Actions annotations for the failures, worst severity
+first, at most 10, and says how many more. Build a suite from a day of staging with
+`calltap scan SOURCE --diverged --since 24h --export-cases DIR`.
+
 Exit: 0 every pair reproduced (same verdict and codes), 1 any replayed differently, 2 usage
 error, 3 the gateway asked for something a cassette cannot answer (another path, more attempts,
 another conversation; the output, and `unanswered` in --json, say which method and path).
+With --suite: 0 every case passed, 1 any failed, 3 any error and none failed, 2 usage error.
 
 examples:
   calltap demo --recordings demo-recordings
@@ -37,6 +46,7 @@ examples:
   calltap replay recordings --code TOOL_CALLS_DROPPED --gateway http://127.0.0.1:4000 --pace none
   calltap replay recordings/2026-11-30/r1 --export cases/dropped-call
   calltap replay --case cases/dropped-call --gateway http://127.0.0.1:4000
+  calltap replay --suite cases --gateway http://127.0.0.1:4000 --junit report.xml --github
 """
 
 from __future__ import annotations
@@ -44,9 +54,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -54,13 +66,17 @@ from rich.console import Console
 from calltap.bucket_copy import local_source
 from calltap.codes import Code
 from calltap.config import DEFAULT_BACK, ConfigError, parse_address, parse_url
+from calltap.replay.annotations import annotations
 from calltap.replay.case import export
 from calltap.replay.cassette import CassetteError
+from calltap.replay.junit import junit_xml
 from calltap.replay.outcome import exit_code
 from calltap.replay.pacing import PACES
 from calltap.replay.selection import Selection, select
 from calltap.replay.session import Settings, replay_all
-from calltap.replay.summary import show
+from calltap.replay.suite import SuiteError, run_suite
+from calltap.replay.suite import exit_code as suite_exit_code
+from calltap.replay.summary import show, show_suite
 from calltap.storage import StoreError
 
 EXIT_USAGE = 2
@@ -102,6 +118,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export", metavar="DIR", type=Path,
                         help="write the pair as a regression case in DIR (which must not exist)"
                              " instead of replaying it")
+    parser.add_argument("--suite", metavar="DIR", type=Path,
+                        help="run every case in DIR as a regression test of the gateway: a case"
+                             " passes when its replay is equal, fails when it diverges again")
+    parser.add_argument("--junit", metavar="FILE", type=Path,
+                        help="with --suite: write the results as JUnit XML to FILE")
+    parser.add_argument("--github", action="store_true",
+                        help="with --suite: print GitHub Actions annotations for the failures"
+                             " (worst first, at most 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -109,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     if not console.is_terminal:
         console.width = max(console.width, WIDE)
+    if args.suite is not None:
+        return _run_suite(args, console)
     try:
+        if args.junit is not None or args.github:
+            raise Usage("--junit and --github report a --suite run; give --suite DIR")
         selection = _selection(args)
         if args.export is not None:
             if args.header or args.query:
@@ -122,6 +150,61 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return _replay(selection, settings, keep=args.recordings is not None, as_json=args.json,
                    console=console)
+
+
+def _run_suite(args: argparse.Namespace, console: Console) -> int:
+    """Every case in --suite DIR as a regression test; the table, JUnit and annotations."""
+    try:
+        if args.pair_dir is not None or args.case is not None or args.export is not None:
+            raise Usage("--suite DIR runs the cases in DIR: give no PAIR_DIR, --case or --export")
+        if args.code:
+            raise Usage("--code selects recorded pairs; a suite runs every case in it")
+        if args.junit is not None and not args.junit.parent.is_dir():
+            raise Usage(f"--junit {args.junit}: no such directory {args.junit.parent}")
+        settings = _settings(args)
+    except (Usage, ConfigError) as error:
+        print(f"calltap replay: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    keep = args.recordings is not None
+    started = time.monotonic()
+    try:
+        settings.recordings.mkdir(parents=True, exist_ok=True)
+        with (settings.recordings / LOG_NAME).open("a", encoding="utf-8") as log:
+            cases = asyncio.run(run_suite(args.suite, settings, log, keep=keep))
+    except (SuiteError, ConfigError, OSError) as error:
+        print(f"calltap replay: --suite {args.suite}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if not keep:
+            shutil.rmtree(settings.recordings, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"cases": [case.as_json() for case in cases],
+                          "exit": suite_exit_code(cases)}, indent=2))
+    else:
+        show_suite(cases, console)
+    if args.github:
+        for line in annotations(cases):
+            print(line, flush=True)
+    if args.junit is not None:
+        name = args.suite.resolve().name or "suite"
+        try:
+            _write_new(args.junit, junit_xml(cases, name, seconds=time.monotonic() - started))
+        except OSError as error:
+            print(f"calltap replay: --junit {args.junit}: {error}", file=sys.stderr)
+            return EXIT_USAGE
+    return suite_exit_code(cases)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write `path` whole or not at all: a temporary file beside it, renamed over it."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _selection(args: argparse.Namespace) -> Selection:

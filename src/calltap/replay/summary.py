@@ -1,14 +1,17 @@
 """How a replay is shown: the recorded verdict and codes beside the replayed ones, one row per
-pair, and a count of reproduced / different / cannot."""
+pair, and a count of reproduced / different / cannot; a regression suite's cases the same way,
+with each case's outcome and a count of passed / failed / error."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 from calltap.replay.outcome import Result
+from calltap.replay.suite import CaseResult, counts
 
 STYLES = {"reproduced": "green", "different": "yellow", "cannot": "red"}
 
@@ -36,3 +39,26 @@ def show(results: list[Result], console: Console) -> None:
 
 def _verdict(verdict: str, codes: tuple[str, ...]) -> str:
     return "\n".join((verdict, *codes))
+
+
+SUITE_STYLES = {"passed": "green", "failed": "red", "error": "yellow"}
+
+
+def show_suite(cases: Sequence[CaseResult], console: Console) -> None:
+    """A regression suite's run: each case's recorded and replayed verdicts, and its outcome."""
+    table = Table(title="calltap replay --suite: each case as a regression test")
+    table.add_column("case", overflow="fold")
+    table.add_column("recorded")
+    table.add_column("replayed")
+    table.add_column("outcome", no_wrap=True)
+    for case in cases:
+        table.add_row(case.name, _verdict(*case.recorded), _verdict(*case.replayed),
+                      f"[{SUITE_STYLES[case.outcome]}]{case.outcome}[/]")
+    console.print(table)
+    for case in cases:
+        if case.outcome == "error":
+            console.print(f"{case.name}: {case.message()}", markup=False)
+        for note in case.notes():
+            console.print(f"{case.name}: {note}", markup=False)
+    tally = counts(cases)
+    console.print(", ".join(f"{tally[outcome]} {outcome}" for outcome in SUITE_STYLES))
