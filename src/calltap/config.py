@@ -20,6 +20,7 @@ from typing import Any
 from yarl import URL
 
 from calltap.dialects import COMPARED_PATHS
+from calltap.otel.settings import OtelSettings, read_otel
 from calltap.redact import BodyMasker
 from calltap.storage import BucketURL, is_bucket
 
@@ -131,6 +132,9 @@ class Config:
     mask_body_patterns: tuple[str, ...] = ()
     """Regular expressions masked in recorded request bodies."""
     log_level: str = "info"
+    otel: OtelSettings | None = None
+    """Where each pair's span goes over OTLP/HTTP: set from `[otel]` in the TOML file and the
+    standard `OTEL_*` variables, never on its own; None (the default) exports nothing."""
 
     def validate(self) -> Config:
         """Return self when the settings are usable together, else raise ConfigError."""
@@ -190,7 +194,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 KEEP_CHOICES = ("all", "diverged")
 MAX_NICENESS = 19
 MIN_HEADER_LINE = 1024
-FIELDS = {f.name: f for f in fields(Config) if f.name != "bucket"}
+FIELDS = {f.name: f for f in fields(Config) if f.name not in ("bucket", "otel")}
 """The settings a file, the environment or a flag may name (`bucket` comes from `recordings`)."""
 ADDRESS_FIELDS = ("front", "back", "admin")
 DEFAULT_LISTENERS = {"front": DEFAULT_FRONT, "back": DEFAULT_BACK, "admin": DEFAULT_ADMIN}
@@ -311,7 +315,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
-    unknown = sorted(set(data) - set(FIELDS))
+    unknown = sorted(set(data) - set(FIELDS) - {"otel"})
     if unknown:
         raise ConfigError(f"config file {path}: unknown key {unknown[0]!r}")
     return data
@@ -342,7 +346,12 @@ def load_config(
         config_file = DEFAULT_CONFIG_FILE
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
     values: dict[str, Any] = dict(DEFAULT_LISTENERS)
-    for layer in (read_toml(config_file) if config_file else {}, read_env(environ), flags):
+    from_file = read_toml(config_file) if config_file else {}
+    try:
+        values["otel"] = read_otel(from_file.pop("otel", None), environ)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    for layer in (from_file, read_env(environ), flags):
         for name, raw in layer.items():
             values[name] = coerce(name, raw)
     for name, needs in (("front", "gateway"), ("back", "provider")):
@@ -377,5 +386,6 @@ def describe(config: Config) -> dict[str, Any]:
             value = list(value)
         out[name] = value
     out["mask_body_patterns"] = len(config.mask_body_patterns)
+    out["otel"] = config.otel.describe() if config.otel is not None else None
     return out
 
