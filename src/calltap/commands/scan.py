@@ -11,11 +11,17 @@ a body with nothing in it.
 
 The summary counts verdicts and finding codes and lists every capture that is not equal (or clean).
 
+--diverged keeps only the diverged pairs; with --export-cases DIR it adds one regression case per
+distinct finding shape (route, dialects, the set of finding codes and sides) to DIR, skipping
+shapes DIR already holds, for `calltap replay --suite DIR --gateway URL` (exit 0 written, 2 usage
+error or a case that cannot be written).
+
 exit codes: 0 all equal/clean, 1 any diverged or defective, 2 usage error, 3 else any inconclusive
 
 examples:
   calltap scan recordings/
   calltap scan recordings/2026-11-30 --json | jq '.codes'
+  calltap scan s3://staging-recordings --diverged --since 24h --export-cases cases/
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from calltap.bucket_copy import local_source
 from calltap.commands.check import EXIT_CODES, print_json, usage_error
 from calltap.compare import check_capture, compare_captures
 from calltap.compare_pair import with_requests
+from calltap.replay.export_cases import export_command
 from calltap.report import VERDICT_STYLES
 from calltap.storage import StoreError
 from calltap.transcript import Capture
@@ -45,6 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"
     )
+    parser.add_argument("--diverged", action="store_true",
+                        help="only the diverged pairs (counted, listed, exported)")
+    parser.add_argument("--export-cases", metavar="DIR", type=Path,
+                        help="with --diverged: add one regression case per distinct finding shape"
+                             " to DIR (run them with `calltap replay --suite DIR`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,8 +67,12 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         reason = "no such directory" if not root.exists() else "not a directory"
         return usage_error("scan", f"cannot read '{root}': {reason}")
+    if args.export_cases is not None:
+        return export_command(recordings.capture_directories(root), args.export_cases,
+                              diverged=args.diverged)
     try:
         results = [_rescan(directory, root) for directory in recordings.capture_directories(root)]
+        results = [r for r in results if r["verdict"] == "diverged" or not args.diverged]
     except OSError as error:
         return usage_error("scan", f"cannot read '{root}': {error.strerror or error}")
     summary = _summary(results)
