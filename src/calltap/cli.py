@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("calltap.commands.view", "serve a browser view of a recordings tree"),
     "report": ("calltap.commands.report", "write a private static report of recordings"),
     "probe": ("calltap.commands.probe", "send active tool-call probes through a gateway"),
+    "index": ("calltap.commands.index", "rebuild or compact the index of pairs of a location"),
+    "query": ("calltap.commands.query", "run read-only SQL over the index of pairs (DuckDB)"),
 }
 
 EPILOG = """\

@@ -138,6 +138,15 @@ class Storage:
         except BaseError as error:
             raise _store_error(error) from None
 
+    async def delete(self, key: str) -> None:
+        """Delete `key`; a key already gone (another process deleted it) is not an error."""
+        try:
+            await obstore.delete_async(self.store, key)
+        except FileNotFoundError:
+            return
+        except BaseError as error:
+            raise _store_error(error) from None
+
     async def keys_after(self, after: str | None = None,
                          prefix: str | None = None) -> AsyncIterator[list[str]]:
         """Every key (in key order) after `after`, under `prefix`, a page at a time."""
@@ -163,11 +172,30 @@ class Storage:
 
     # -- blocking ------------------------------------------------------------------------------
 
+    def put_new_now(self, key: str, data: bytes) -> bool:
+        """`put_new`, blocking."""
+        try:
+            obstore.put(self.store, key, data, mode="create")
+        except AlreadyExistsError:
+            return False
+        except BaseError as error:
+            raise _store_error(error) from None
+        return True
+
     def read_now(self, key: str) -> bytes | None:
         try:
             return bytes(obstore.get(self.store, key).bytes())
         except FileNotFoundError:
             return None
+        except BaseError as error:
+            raise _store_error(error) from None
+
+    def delete_now(self, key: str) -> None:
+        """Delete `key`; a key already gone (another process deleted it) is not an error."""
+        try:
+            obstore.delete(self.store, key)
+        except FileNotFoundError:
+            return
         except BaseError as error:
             raise _store_error(error) from None
 
