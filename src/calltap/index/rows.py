@@ -55,7 +55,7 @@ def row_of(document: dict[str, Any], request: bytes | None, *, day: str, stored_
         "dialect_upstream": _dialect(report, "upstream") if up else None,
         "dialect_downstream": _dialect(report, "downstream") if down else None,
         "pairing": _text(document.get("pairing")),
-        "attempts": _int(document.get("attempts")),
+        "attempts": _int(document.get("attempts"), 32),
         "verdict": _text(report.get("verdict"))
         or (SKIPPED if isinstance(document.get("skipped"), dict) else RECORDED),
         "codes": [code for code, _, _ in findings],
@@ -131,5 +131,10 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _int(value: Any, bits: int = 64) -> int | None:
+    """An integer its column holds (BIGINT; INTEGER for `attempts`), else None: a row the
+    segment cannot hold would stop its writer's segments for good."""
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            -(1 << (bits - 1)) <= value < 1 << (bits - 1)):
+        return value
+    return None
