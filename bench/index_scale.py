@@ -34,8 +34,19 @@ option there (`scan --since` before the index) are said to have failed, with the
 `--hold` keeps moto and the bucket up after the figures (Ctrl-C ends it), so that other commands
 can be run against the same bucket with the AWS variables it prints.
 
+What the index costs the relay:
+- `--serve-memory N`: `calltap serve` (the relay benchmark's servers, recordings on /dev/shm)
+  relaying N pairs with a segment due every 2 s, its main process's memory (VmRSS and its
+  anonymous and file-backed shares, VmHWM) from /proc; with `--baseline`, the earlier
+  commit's serve in turns;
+- `--relay [relay.py's options]`: bench/relay.py with a segment due every second (that
+  benchmark sets no CALLTAP_* variable itself); with `--baseline SRC`, the same run of SRC's
+  calltap (take them in turns).
+
 usage: python bench/index_scale.py [--pairs N] [--rows N] [--runs R] [--baseline SRC] [--hold]
        python bench/index_scale.py --attach s3://BUCKET/PREFIX [--runs R] [--baseline SRC]
+       python bench/index_scale.py --serve-memory 2000 [--runs R] [--baseline SRC]
+       python bench/index_scale.py --relay --quick --recordings /dev/shm [--baseline SRC]
 """
 
 from __future__ import annotations
@@ -422,6 +433,86 @@ def catalog_run(location: str) -> dict[str, float]:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+# -- serve's memory with the index written -----------------------------------------------------
+
+
+def serve_memory(requests: int, interval: float, source: str | None) -> dict[str, float]:
+    """`calltap serve` relaying `requests` streamed pairs (the relay benchmark's servers,
+    recordings on /dev/shm) with an index segment due every `interval` s: its main process's
+    VmRSS once started, after the load, and once the segments are written (then also its
+    anonymous and file-backed shares: DuckDB's library is mapped from a file), and its VmHWM.
+    With `source`, the calltap at SRC (an earlier commit's: no index)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from relay_load import LoadClient, workload
+    from relay_procs import free_port as any_port
+    from relay_procs import launch_calltap, launch_fake, server_env
+
+    env = {**server_env("glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold="
+                        "8388608"), "CALLTAP_INDEX_INTERVAL": str(interval)}
+    if source:
+        env["PYTHONPATH"] = source
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="calltap-index-scale-serve-") as work, \
+            tempfile.TemporaryDirectory(prefix="calltap-index-scale-", dir="/dev/shm") as shm:
+        running = [launch_fake("provider", ["provider", "--text-events", "200"], Path(work),
+                               env)]
+        try:
+            gateway = f"http://127.0.0.1:{any_port()}"
+            running.append(launch_calltap(Path(work), env, gateway, running[0].urls["url"],
+                                          Path(shm) / "recordings"))
+            calltap = running[-1]
+            running.append(launch_fake("gateway", ["gateway", "--upstream",
+                                                   calltap.urls["back"], "--port",
+                                                   gateway.rsplit(":", 1)[1]], Path(work), env))
+            time.sleep(2)
+            figures["VmRSS started (MB)"] = _status(calltap.pid, "VmRSS")
+            asyncio.run(_load(LoadClient(calltap.urls["front"], 8, workload(200),
+                                         timestamps=False), requests))
+            figures["VmRSS after the load (MB)"] = _status(calltap.pid, "VmRSS")
+            time.sleep(3 * interval + 2)
+            for name in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+                figures[f"{name} after segments (MB)"] = _status(calltap.pid, name)
+            figures["segments written"] = float(len(list(
+                (Path(shm) / "recordings" / layout.INDEX).glob("day=*/*.parquet"))))
+        finally:
+            for server in reversed(running):
+                server.stop()
+    return figures
+
+
+async def _load(client: object, requests: int) -> None:
+    async with client:  # type: ignore[attr-defined]
+        for _ in range(requests // 100):
+            await client.run(100)  # type: ignore[attr-defined]
+            await asyncio.sleep(0.5)
+
+
+def _status(pid: int, field_name: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def relay_indexed(argv: list[str], interval: float, source: str | None) -> int:
+    """bench/relay.py with `argv`, its calltap writing an index segment every `interval` s (the
+    relay benchmark passes no CALLTAP_* variable of its own); with `source`, the servers run
+    the calltap at SRC."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import relay_procs
+
+    plain = relay_procs.server_env
+
+    def indexed(tunables: str | None) -> dict[str, str]:
+        env = {**plain(tunables), "CALLTAP_INDEX_INTERVAL": str(interval)}
+        return {**env, "PYTHONPATH": source} if source else env
+    relay_procs.server_env = indexed
+    import relay  # binds the server_env above
+
+    sys.argv = ["relay.py", *argv]
+    return relay.main()
+
+
 # -- the figures --------------------------------------------------------------------------------
 
 Figures = dict[str, dict[str, list[float]]]
@@ -484,7 +575,7 @@ def show(now: Figures, before: Figures) -> None:
             line = f"  {figure:42s} {_spread(values.get(figure))}"
             if figure in old:
                 line += f"   before {_spread(old[figure])}"
-                if values.get(figure) and old[figure]:
+                if values.get(figure) and old[figure] and statistics.median(old[figure]):
                     ratio = statistics.median(values[figure]) / max(
                         statistics.median(old[figure]), 1e-9)
                     line += f"   x{ratio:.3f}"
@@ -527,11 +618,33 @@ def main() -> int:
     parser.add_argument("--attach", metavar="s3://BUCKET/PREFIX",
                         help="measure a bucket another run filled and holds (its AWS variables"
                              " set), without filling one")
+    parser.add_argument("--serve-memory", metavar="N", type=int,
+                        help="only serve's memory relaying N pairs with the index written"
+                             " (with --baseline: and the earlier commit's serve, in turns)")
     parser.add_argument("--hold", action="store_true",
                         help="keep moto and the bucket up after the figures, until Ctrl-C")
-    args = parser.parse_args()
+    parser.add_argument("--relay", action="store_true",
+                        help="only bench/relay.py (the options this one does not know go to it)"
+                             " with an index segment due every second; with --baseline, its"
+                             " relay run instead")
+    args, rest = parser.parse_known_args()
+    if args.relay:
+        return relay_indexed(rest, 1.0, args.baseline)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     plan = Plan(args.pairs, args.rows, args.replicas, args.days, args.open_hours,
                 args.compacted_per_day, int(time.time() * 1000))
+    if args.serve_memory:
+        now, before = {}, {}
+        for run in range(args.runs):
+            say(f"run {run + 1} of {args.runs}")
+            for source, figures in [(None, now)] + ([(args.baseline, before)]
+                                                    if args.baseline else []):
+                measured(figures, f"serve relaying {args.serve_memory:,} pairs, an index"
+                         " segment due every 2 s",
+                         lambda s=source: serve_memory(args.serve_memory, 2.0, s))
+        show(now, before)
+        return 0
     if args.attach:
         now, before = measure(args.attach, args.runs, args.baseline, [])
         show(now, before)
