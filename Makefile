@@ -7,6 +7,10 @@ STAMP  := $(VENV)/.installed
 # tests/with_litellm runs only once `make litellm` has built it, and is skipped with a reason before.
 LITELLM_VENV  := .venv-litellm
 LITELLM_STAMP := $(LITELLM_VENV)/.installed
+# tests/with_phoenix exports calltap's spans to a real Arize Phoenix from a venv of its own (about
+# 850 MB); it runs once `make phoenix` has built it, and is skipped with a reason before.
+PHOENIX_VENV  := .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 # tests/with_gateway_bugs runs one LiteLLM release per venv: .venv-gw-<release> from
 # tests/with_gateway_bugs/releases/<release>/requirements.txt.
 GW_RELEASES := $(notdir $(wildcard tests/with_gateway_bugs/releases/*))
@@ -44,7 +48,7 @@ endif
 IMAGE_BASE_PACKAGES := python3,python3-venv,ca-certificates
 IMAGE_BASE_PATH     := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-.PHONY: demo test lint docs-check bench reliability litellm gateway-bugs portkey mutation clean \
+.PHONY: demo test lint docs-check bench reliability litellm phoenix gateway-bugs portkey mutation clean \
 	image image-base
 
 $(STAMP): pyproject.toml
@@ -64,6 +68,14 @@ $(MUTATION_STAMP): $(STAMP)
 	touch $(MUTATION_STAMP)
 
 litellm: $(LITELLM_STAMP)
+
+$(PHOENIX_STAMP): tests/with_phoenix/requirements.txt
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet -r tests/with_phoenix/requirements.txt
+	touch $(PHOENIX_STAMP)
+
+phoenix: $(PHOENIX_STAMP)
 
 .venv-gw-%/.installed: tests/with_gateway_bugs/releases/%/requirements.txt
 	rm -rf .venv-gw-$*
@@ -127,5 +139,5 @@ image-base:
 	fi
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV) .venv-gw-* $(PORTKEY_DIR)/node_modules build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
+	rm -rf $(VENV) $(LITELLM_VENV) $(PHOENIX_VENV) .venv-gw-* $(PORTKEY_DIR)/node_modules build src/*.egg-info .pytest_cache .ruff_cache .hypothesis \
 		mutants
