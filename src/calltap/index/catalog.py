@@ -174,7 +174,9 @@ class Catalog:
         assert self.root is not None
         directory = self.root / layout.INDEX / PENDING
         try:
-            lines = b"".join(path.read_bytes() for path in sorted(directory.glob("*.jsonl")))
+            # One file's torn last line (a writer killed mid-row) must not join the next file's
+            # first row: files are joined on a line break of their own.
+            lines = b"\n".join(path.read_bytes() for path in sorted(directory.glob("*.jsonl")))
         except OSError:
             return
         rows = []

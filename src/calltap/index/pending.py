@@ -41,7 +41,9 @@ class Pending:
             if self._fd is None:
                 self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 self._fd = os.open(self.directory / CURRENT,
-                                   os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                                   os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+                if _ends_torn(self._fd):
+                    line = b"\n" + line
             os.write(self._fd, line)
 
     def seal(self) -> None:
@@ -92,6 +94,13 @@ def seal_time_and_tag(path: Path) -> tuple[int, str]:
     if match is None:
         raise ValueError(f"not a sealed file: {path.name}")
     return int(match["ms"]), match["tag"]
+
+
+def _ends_torn(fd: int) -> bool:
+    """Whether a file a killed writer left ends mid-line: the next row must start a line of its
+    own, or it would be read as part of the torn one and lost."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def _day_of(line: bytes) -> str | None:
