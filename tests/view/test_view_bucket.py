@@ -1,6 +1,7 @@
-"""Every reader on a bucket as on a directory: the demo's pairs uploaded to a real S3 API server
-(moto on loopback), then `calltap scan`, `report`, `replay --export` and `view` given the
-`s3://` URL, the view in the system Chromium; a pair uploaded later shows up without a restart."""
+"""Every reader on a bucket as on a directory: the demo's pairs and its index segments uploaded to
+a real S3 API server (moto on loopback), then `calltap scan`, `report`, `replay --export` and
+`view` given the `s3://` URL, the view in the system Chromium; a pair uploaded later (with the
+segment that names it) shows up without a restart."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from browser_helpers import view
 from tests.support.s3 import S3Server, s3_server
 
 from calltap import recordings
+from calltap.index import layout, parquet
+from calltap.index.gaps import row_for
 
 CALLTAP = [sys.executable, "-m", "calltap"]
 
@@ -39,12 +42,30 @@ def upload(s3: S3Server, bucket: str, prefix: str, directory: Path, key: str) ->
                           Body=(directory / name).read_bytes())
 
 
+def upload_index(s3: S3Server, bucket: str, prefix: str, root: Path) -> None:
+    """The tree's index segments, as `calltap serve` writes them beside the pairs."""
+    client = s3.client()
+    for path in sorted((root / layout.INDEX).glob("day=*/*" + layout.SUFFIX)):
+        client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(root)}",
+                          Body=path.read_bytes())
+
+
+def upload_row(s3: S3Server, bucket: str, prefix: str, directory: Path, key: str) -> None:
+    """A segment naming the pair uploaded under `key`, as its replica writes one."""
+    row = {**row_for(directory.parent.parent, directory.parent.name, directory.name),
+           "stored_as": key, "request_id": key}
+    name = layout.segment(directory.parent.name, "late", int(time.time() * 1000), "t1").key
+    s3.client().put_object(Bucket=bucket, Key=f"{prefix}/{name}",
+                           Body=parquet.encode_rows([row]))
+
+
 @pytest.fixture
 def bucket(s3: S3Server, demo_tree: Path) -> tuple[str, list[Path]]:
     name = s3.bucket()
     pairs = recordings.capture_directories(demo_tree)
     for directory in pairs:
         upload(s3, name, "staging", directory, directory.name)
+    upload_index(s3, name, "staging", demo_tree)
     return f"s3://{name}/staging", pairs
 
 
@@ -135,6 +156,7 @@ def test_view_lists_the_bucket_and_follows_it(page: Any, s3: S3Server,
         late = pairs[0]
         name, bucket_name = "late-upload-1", url.removeprefix("s3://").split("/")[0]
         upload(s3, bucket_name, "staging", late, name)
+        upload_row(s3, bucket_name, "staging", late, name)
         deadline = time.monotonic() + 30
         while not any(name in json.dumps(row) for row in list_rows(base)):
             assert time.monotonic() < deadline, "the late pair never showed"

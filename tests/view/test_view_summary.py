@@ -1,4 +1,5 @@
-"""The list row of a pair.json: every column read from the document and the request."""
+"""The list row of a pair.json: every column read from the document and the request, through
+the pair's index row."""
 
 from __future__ import annotations
 
@@ -7,8 +8,28 @@ from pathlib import Path
 from view_helpers import CLOCK, WEATHER, two_calls, write_pair
 
 from calltap import recordings
-from calltap.view.index import read_summary
-from calltap.view.summary import Summary, model_of, summarize
+from calltap.index.gaps import row_for
+from calltap.index.rows import model_of, row_of
+from calltap.view.listing import PairList
+from calltap.view.query import Filters
+from calltap.view.summary import Summary
+
+
+def summarize(day: str, key: str, document: dict, request: bytes | None) -> Summary:
+    """The list row of `document`, as the list reads it back from its index row."""
+    row = row_of(document, request, day=day, stored_as=key, replica="r1")
+    return _listed(row)
+
+
+def _listed(row: dict, tmp: Path = Path("/nonexistent-tree")) -> Summary:
+    """The row as the list shows it, once loaded into a list of its own."""
+    pairs = PairList(tmp)
+    pairs.catalog._insert_rows([row])
+    return pairs.page(Filters(), limit=1)[0]
+
+
+def read_summary(root: Path, day: str, key: str) -> Summary:
+    return _listed(row_for(root, day, key))
 
 
 def test_a_dropped_call_pair_is_summarized_column_by_column(tmp_path: Path) -> None:
@@ -36,6 +57,7 @@ def test_a_single_leg_check_names_its_one_dialect_and_its_verdict() -> None:
             row.bytes_down, row.duration_ms, row.endpoint, row.attempts) == (
         None, "anthropic.messages", "defective", ("DONE_MISSING",), None, 10, 1500.0,
         "/v1/messages", None)
+    assert row.started_at == "2026-11-30T00:00:00.000000Z"
 
 
 def test_a_capture_neither_compared_nor_checked_is_recorded_and_odd_fields_are_none() -> None:

@@ -217,7 +217,7 @@ def _selection(args: argparse.Namespace) -> Selection:
     if args.case is not None:
         return select(args.case, args.code)
     try:
-        return select(local_source(args.pair_dir), args.code)
+        return select(local_source(args.pair_dir, args.code), args.code)
     except (StoreError, ValueError) as error:
         raise Usage(f"cannot read '{args.pair_dir}': {error}") from None
 

@@ -1,57 +1,81 @@
-"""Re-check a recordings tree and print a summary.
+"""Summarize a recordings location from its index of pairs, and compare what was never compared.
 
-Every directory under DIR that holds an upstream.<ext> and/or a downstream.<ext> body (the
-recordings/<day>/<request-id>/ layout calltap writes) is compared again with the current rules: a
-pair is compared, a single leg is checked on its own. The request path, status, Content-Encoding
-and how each leg ended come from the pair.json beside them when there is one. A pair whose
-requests were recorded (downstream.request and upstream.request) has them compared too, as
-`calltap compare PAIR_DIR` does: a tool dropped, a tool choice changed, a message lost. Files
-still named *.partial and earlier upstream attempts' answers are skipped; an empty leg counts as
-a body with nothing in it.
+The summary counts verdicts and finding codes and lists every capture that is not equal (or
+clean), from the index of pairs (`_index/`): a bucket of a million pairs is summarized without
+reading a pair.json. Pairs the proxy did not compare (its comparison backlog shed them, or
+nothing compared them: a capture that is only leg bodies) are fetched and compared now with the
+current rules, and with --recheck every selected pair is: a pair is compared, a single leg is
+checked on its own, and a pair whose requests were recorded has them compared too, as `calltap
+compare PAIR_DIR` does. A local tree's pairs that have no index row yet are read from their
+pair.json (`calltap index rebuild` writes their rows).
 
-The summary counts verdicts and finding codes and lists every capture that is not equal (or clean).
-
---diverged keeps only the diverged pairs; with --export-cases DIR it adds one regression case per
-distinct finding shape (route, dialects, the set of finding codes and sides) to DIR, skipping
-shapes DIR already holds, for `calltap replay --suite DIR --gateway URL` (exit 0 written, 2 usage
-error or a case that cannot be written).
+--since, --code, --route and --diverged narrow what is counted, listed and exported. With
+--diverged --export-cases DIR, one regression case per distinct finding shape (route, dialects,
+the set of finding codes and sides) is added to DIR, skipping shapes DIR already holds, for
+`calltap replay --suite DIR --gateway URL` (exit 0 written, 2 usage error or a case that cannot
+be written); only the newest pair of each shape is fetched.
 
 exit codes: 0 all equal/clean, 1 any diverged or defective, 2 usage error, 3 else any inconclusive
 
 examples:
   calltap scan recordings/
   calltap scan recordings/2026-11-30 --json | jq '.codes'
+  calltap scan s3://staging-recordings --since 7d --code TOOL_CALLS_DROPPED
   calltap scan s3://staging-recordings --diverged --since 24h --export-cases cases/
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from calltap import recordings
-from calltap.bucket_copy import local_source
+from calltap.bucket_copy import BucketCopy, default_copy_location, fetch_pair, split_pair_url
+from calltap.codes import Code
 from calltap.commands.check import EXIT_CODES, print_json, usage_error
 from calltap.compare import check_capture, compare_captures
 from calltap.compare_pair import with_requests
+from calltap.index.catalog import Catalog
+from calltap.index.rows import RECORDED, SKIPPED
+from calltap.index.selection import Wanted, parse_duration, selected
 from calltap.replay.export_cases import export_command
 from calltap.report import VERDICT_STYLES
-from calltap.storage import StoreError
+from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.transcript import Capture
 
 FINE = frozenset({"equal", "clean"})
+UNCOMPARED = frozenset({RECORDED, SKIPPED})
+LISTED = 200
+"""Captures the table lists (the newest); --json lists them all."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", help="a recordings tree (or one day of it), or s3://BUCKET[/PREFIX]")
+    parser.add_argument("directory", metavar="DIR",
+                        help="a recordings tree (or one day of it, or one capture), or"
+                             " s3://BUCKET[/PREFIX][/DAY/ID]")
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"
     )
+    parser.add_argument("--since", metavar="DURATION", type=_duration,
+                        help="only pairs started within DURATION (30m, 24h, 7d, 2w)")
+    parser.add_argument("--code", metavar="CODE", action="append", default=[], type=_code,
+                        help="only pairs with this finding code (repeat for any of several)")
+    parser.add_argument("--route", metavar="PATH", action="append", default=[],
+                        help="only pairs of this route, as the index names it (for example"
+                             " /v1/chat/completions; a model in the path reads {model})")
+    parser.add_argument("--recheck", action="store_true",
+                        help="compare every selected pair again with the current rules (fetching"
+                             " a bucket's), not only those never compared")
     parser.add_argument("--diverged", action="store_true",
                         help="only the diverged pairs (counted, listed, exported)")
     parser.add_argument("--export-cases", metavar="DIR", type=Path,
@@ -61,20 +85,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        root = local_source(args.directory)
+        source = _Source.of(args.directory)
     except (StoreError, ValueError) as error:
         return usage_error("scan", f"cannot read '{args.directory}': {error}")
-    if not root.is_dir():
-        reason = "no such directory" if not root.exists() else "not a directory"
-        return usage_error("scan", f"cannot read '{root}': {reason}")
-    if args.export_cases is not None:
-        return export_command(recordings.capture_directories(root), args.export_cases,
-                              diverged=args.diverged)
-    try:
-        results = [_rescan(directory, root) for directory in recordings.capture_directories(root)]
-        results = [r for r in results if r["verdict"] == "diverged" or not args.diverged]
-    except OSError as error:
-        return usage_error("scan", f"cannot read '{root}': {error.strerror or error}")
+    except NotADirectoryError as error:
+        return usage_error("scan", f"cannot read '{args.directory}': {error}")
+    if source.capture is not None:
+        results = [_rescan(source.capture, source.capture)]
+    else:
+        wanted = Wanted(since=args.since, codes=tuple(args.code), routes=tuple(args.route),
+                        verdicts=("diverged",) if args.diverged else (), day=source.day)
+        try:
+            rows = source.rows(wanted)
+            if args.export_cases is not None:
+                return export_command(source.fetch(_newest_of_each_shape(rows)),
+                                      args.export_cases, diverged=args.diverged)
+            results = source.results(rows, recheck=args.recheck)
+        except (StoreError, duckdb.Error) as error:
+            return usage_error("scan", f"cannot read '{args.directory}': {error}")
+        except OSError as error:
+            return usage_error("scan", f"cannot read '{args.directory}':"
+                                       f" {error.strerror or error}")
+        if args.diverged:
+            results = [result for result in results if result["verdict"] == "diverged"]
     summary = _summary(results)
     if args.json:
         print_json(summary)
@@ -86,6 +119,94 @@ def run(args: argparse.Namespace) -> int:
     if verdicts.get("inconclusive"):
         return EXIT_CODES["inconclusive"]
     return 0
+
+
+class _Source:
+    """What DIR names: a tree (or one day of it) or a bucket, read through its index; or one
+    capture, compared as it is."""
+
+    def __init__(self, location: str, *, day: str | None = None,
+                 capture: Path | None = None) -> None:
+        self.location = location
+        self.day = day
+        self.capture = capture
+        self.bucket = is_bucket(location)
+
+    @classmethod
+    def of(cls, text: str) -> _Source:
+        if is_bucket(text):
+            if split_pair_url(text) is not None:
+                return cls(text, capture=fetch_pair(text))
+            url = BucketURL.parse(text)
+            asyncio.run(BucketCopy(str(url), Path()).storage.check())
+            return cls(str(url))
+        path = Path(text)
+        if not path.is_dir():
+            raise NotADirectoryError("no such directory" if not path.exists() else
+                                     "not a directory")
+        if any(recordings.leg_body(path, side) for side in recordings.SIDES):
+            return cls(text, capture=path)
+        if recordings.is_day(path.name) and not any(
+                recordings.is_day(entry.name) for entry in path.iterdir()):
+            return cls(str(path.parent), day=path.name)
+        return cls(text)
+
+    def rows(self, wanted: Wanted) -> list[dict[str, Any]]:
+        catalog = Catalog(self.location, legs_only=True,
+                          first_day=wanted.first_day(datetime.now(UTC)))
+        try:
+            catalog.refresh()
+            for key, why in catalog.problems.items():
+                print(f"calltap scan: skipped index segment {key}: {why}", file=sys.stderr)
+            if catalog.storage is not None and not catalog.loaded and any(
+                    recordings.is_day(name) for name in asyncio.run(catalog.storage.folders())):
+                print(f"calltap scan: {self.location} holds pairs but no index of pairs: run"
+                      f" `calltap index rebuild {self.location}`", file=sys.stderr)
+            return selected(catalog, wanted)
+        finally:
+            catalog.close()
+
+    def fetch(self, rows: list[dict[str, Any]]) -> list[Path]:
+        """The local directories of `rows`' pairs (a bucket's fetched first)."""
+        pairs = [f"{row['day']}/{row['stored_as']}" for row in rows]
+        if not self.bucket:
+            return [Path(self.location) / pair for pair in pairs]
+        copy = BucketCopy(self.location, default_copy_location(self.location))
+        return asyncio.run(copy.copy_pairs(pairs))
+
+    def results(self, rows: list[dict[str, Any]], *, recheck: bool) -> list[dict[str, Any]]:
+        """Each row's entry, oldest first; a pair never compared (or all, to recheck) compared
+        now."""
+        rows = rows[::-1]
+        again = [row for row in rows if recheck or row["verdict"] in UNCOMPARED]
+        root = Path(self.location) if not self.bucket else \
+            default_copy_location(self.location)
+        compared = {str(directory.relative_to(root)): _rescan(directory, root)
+                    for directory in self.fetch(again)}
+        again_names = {_name(row) for row in again}
+        return [compared[_name(row)] if _name(row) in compared else _entry_of(row)
+                for row in rows if _name(row) in compared or _name(row) not in again_names]
+
+
+def _name(row: dict[str, Any]) -> str:
+    return f"{row['day']}/{row['stored_as']}"
+
+
+def _entry_of(row: dict[str, Any]) -> dict[str, Any]:
+    kind = "pair" if row["dialect_upstream"] and row["dialect_downstream"] else (
+        "downstream" if row["dialect_downstream"] else "upstream")
+    return {"capture": _name(row), "kind": kind, "verdict": row["verdict"],
+            "codes": sorted(set(row["codes"] or ()))}
+
+
+def _newest_of_each_shape(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (route, dialects, codes and sides): only those pairs are fetched to export."""
+    newest: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        shape = (row["route"], row["dialect_upstream"], row["dialect_downstream"],
+                 tuple(sorted(zip(row["codes"] or (), row["sides"] or (), strict=False))))
+        newest.setdefault(shape, row)
+    return list(newest.values())
 
 
 def _rescan(directory: Path, root: Path) -> dict[str, Any]:
@@ -102,6 +223,8 @@ def _rescan(directory: Path, root: Path) -> dict[str, Any]:
                                       downstream_request=request)
         comparison = with_requests(comparison, recordings.pair_requests(directory))
         return _entry(name, "pair", comparison.verdict, comparison.findings)
+    if not captures:
+        return _entry(name, "pair", RECORDED, [])
     ((stem, capture),) = captures.items()
     single = check_capture(capture)
     return _entry(name, stem, single.verdict, single.findings)
@@ -135,14 +258,28 @@ def _render(summary: dict[str, Any], console: Console) -> None:
         for code, count in summary["codes"].items():
             codes.add_row(code, str(count))
         console.print(codes)
-    if summary["not_equal"]:
+    listed = summary["not_equal"][-LISTED:]
+    if listed:
         table = Table("capture", "kind", "verdict", "codes", show_edge=False, pad_edge=False)
-        for result in summary["not_equal"]:
+        for result in listed:
             verdict = result["verdict"]
-            table.add_row(
-                result["capture"],
-                result["kind"],
-                f"[{VERDICT_STYLES[verdict]}]{verdict}[/]",
-                ", ".join(result["codes"]),
-            )
+            table.add_row(escape(result["capture"]), result["kind"],
+                          f"[{VERDICT_STYLES.get(verdict, 'default')}]{verdict}[/]",
+                          ", ".join(result["codes"]))
         console.print(table)
+        more = len(summary["not_equal"]) - len(listed)
+        if more:
+            console.print(f"… and {more} older (--json lists every one)", highlight=False)
+
+
+def _duration(text: str) -> Any:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _code(text: str) -> str:
+    if text not in {str(code) for code in Code}:
+        raise argparse.ArgumentTypeError(f"unknown finding code {text!r}")
+    return text

@@ -8,8 +8,10 @@ the event it points at in each leg's raw events, and shows the redacted headers,
 the attempts and the raw files. /compare compares two uploaded captures without storing them.
 The same facts are JSON at /api/pairs and /api/pairs/<request id>.
 
-The view only reads the tree. Its index of pair summaries (SQLite) lives in the user's cache
-directory (--index to choose), and is brought up to date by what changed since it last looked.
+The view only reads the tree. It lists pairs from the index of pairs (`_index/`, written by
+`calltap serve`; a tree's pairs that have no row yet are read from their pair.json) and reads a
+pair's files only when its page is opened. A bucket's index segments are kept in the user's cache
+directory (--index to choose), and its opened pairs beside them.
 
 It answers loopback only. --allow-remote lets it listen elsewhere, and then every request must
 carry `Authorization: Bearer $CALLTAP_VIEW_TOKEN`.
@@ -50,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"where to serve the view (default {DEFAULT_LISTEN})")
     parser.add_argument("--allow-remote", action="store_true",
                         help=f"listen beyond loopback; every request then needs {TOKEN_VARIABLE}")
-    parser.add_argument("--index", metavar="FILE", type=Path,
-                        help="the index file (default: one per tree in ~/.cache/calltap)")
+    parser.add_argument("--index", metavar="DIR", type=Path,
+                        help="where a bucket's index segments are kept on this machine (default:"
+                             " one directory per bucket in ~/.cache/calltap/index)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         except (StoreError, ValueError) as error:
             return usage_error("view", f"cannot read '{args.directory}': {error}")
         except OSError as error:
-            return usage_error("view", f"cannot keep a copy of '{args.directory}' in "
-                                       f"{copy.root}: {error.strerror}")
+            return usage_error("view", f"cannot keep the pairs opened from '{args.directory}'"
+                                       f" in {copy.root}: {error.strerror}")
     root = copy.root if copy is not None else Path(args.directory)
     if not root.is_dir():
         reason = "no such directory" if not root.exists() else "not a directory"
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.allow_remote and token is None:
         return usage_error("view", f"--allow-remote needs a token in {TOKEN_VARIABLE}")
     settings = ViewSettings(root, access=Access(remote=args.allow_remote, token=token),
-                            index_path=args.index, bucket=copy)
+                            index_cache=args.index, bucket=copy)
     shown = f"[{host}]" if ":" in host else host
     try:
         web.run_app(standalone(settings), host=host, port=int(port), access_log=None,

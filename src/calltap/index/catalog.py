@@ -51,7 +51,11 @@ class Catalog:
     """`pairs` over every row of one location's index; used from one thread at a time."""
 
     def __init__(self, location: str | Path, *, cache: Path | None = None,
-                 fill_gaps: bool = True, threads: int | None = None) -> None:
+                 fill_gaps: bool = True, legs_only: bool = False, first_day: str | None = None,
+                 threads: int | None = None) -> None:
+        """`fill_gaps`: a local tree's pairs without a row are read from their pair.json (and,
+        with `legs_only`, a capture with no pair.json at all gets a `recorded` row);
+        `first_day`: days before it are not read."""
         self.location = str(location)
         self.bucket = is_bucket(self.location)
         self.storage = Storage(self.location) if self.bucket else None
@@ -64,7 +68,9 @@ class Catalog:
         self.loaded: set[str] = set()
         self.problems: dict[str, str] = {}
         """Segments skipped, by key, with why."""
-        self.gaps = Gaps(self.root) if fill_gaps and self.root is not None else None
+        self.first_day = first_day
+        self.gaps = Gaps(self.root, legs_only=legs_only, first_day=first_day) \
+            if fill_gaps and self.root is not None else None
         self.lock = threading.Lock()
 
     def close(self) -> None:
@@ -99,7 +105,8 @@ class Catalog:
             base = Path(self.location)
             keys = (str(path.relative_to(base)) for path in
                     (base / layout.INDEX).glob("day=*/*" + layout.SUFFIX))
-        found = [segment for segment in map(layout.parse, keys) if segment is not None]
+        found = [segment for segment in map(layout.parse, keys) if segment is not None
+                 and (self.first_day is None or segment.day >= self.first_day)]
         return sorted(found, key=lambda s: (s.day, s.countdown), reverse=True)
 
     def _new_segment_files(self) -> list[tuple[str, Path]]:

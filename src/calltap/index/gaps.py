@@ -27,8 +27,13 @@ UNKNOWN_REPLICA = ""
 class Gaps:
     """The pairs of the tree at `root` that no row names yet."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, legs_only: bool = False,
+                 first_day: str | None = None) -> None:
         self.root = root
+        self.legs_only = legs_only
+        """Also a row (`recorded`) for a capture with leg bodies and no pair.json: one that
+        calltap did not write (`scan` compares it)."""
+        self.first_day = first_day
         self._seen: dict[str, tuple[int, int]] = {}
         """Day -> (its mtime, when it was listed), both in ns."""
         self._waiting: set[tuple[str, str]] = set()
@@ -38,6 +43,8 @@ class Gaps:
         """Rows for every pair with a pair.json that `stored(day)` does not name."""
         found: list[dict[str, Any]] = []
         for day, mtime in _days(self.root):
+            if self.first_day is not None and day < self.first_day:
+                continue
             last = self._seen.get(day)
             now = time.time_ns()
             if last is not None and last[0] == mtime and now - last[1] > SETTLE_NS:
@@ -48,7 +55,7 @@ class Gaps:
                 if key not in known:
                     self._waiting.add((day, key))
         for day, key in sorted(self._waiting):
-            row = row_for(self.root, day, key)
+            row = row_for(self.root, day, key, legs_only=self.legs_only)
             if row is not None or not (self.root / day / key).is_dir():
                 self._waiting.discard((day, key))
             if row is not None:
@@ -56,13 +63,17 @@ class Gaps:
         return found
 
 
-def row_for(root: Path, day: str, key: str, replica: str = UNKNOWN_REPLICA
-            ) -> dict[str, Any] | None:
-    """The row of the pair at `root/day/key`, or None while it has no readable pair.json."""
+def row_for(root: Path, day: str, key: str, replica: str = UNKNOWN_REPLICA, *,
+            legs_only: bool = False) -> dict[str, Any] | None:
+    """The row of the pair at `root/day/key`, or None while it has no readable pair.json (with
+    `legs_only`, a capture with leg bodies and no pair.json has a `recorded` row)."""
     directory = root / day / key
     try:
         document = recordings.read_pair(directory)
     except recordings.PairUnreadable:
+        if legs_only and not (directory / recordings.PAIR_JSON).exists() and any(
+                recordings.leg_body(directory, side) for side in recordings.SIDES):
+            return row_of({}, None, day=day, stored_as=key, replica=replica)
         return None
     legs = document.get("legs") if isinstance(document.get("legs"), dict) else {}
     try:

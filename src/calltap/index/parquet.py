@@ -12,12 +12,14 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import orjson
 
 from calltap.index.rows import COLUMNS
+
+if TYPE_CHECKING:
+    import duckdb
 
 CONFIG = {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
 """No extension is ever downloaded or loaded: the process reads what it already has."""
@@ -27,13 +29,18 @@ ORDER = "started_at NULLS LAST, stored_as"
 
 def connect(*, threads: int | None = None, memory_limit: str | None = None
             ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with extensions off (and bounded, for a writer beside the relay)."""
+    """An in-memory DuckDB with extensions off (and bounded, for a writer beside the relay).
+    DuckDB is imported here, on first use: a `serve` that has written no segment yet, and
+    every command that reads no index, never load it."""
+    import duckdb
     config: dict[str, Any] = dict(CONFIG)
     if threads:
         config["threads"] = threads
     if memory_limit:
         config["memory_limit"] = memory_limit
-    return duckdb.connect(":memory:", config=config)
+    connection = duckdb.connect(":memory:", config=config)
+    connection.execute("SET TimeZone = 'UTC'")
+    return connection
 
 
 def json_columns() -> str:
@@ -110,6 +117,8 @@ def read_file(path: Path) -> list[dict[str, Any]]:
 def readable(path: Path) -> bool:
     """Whether a file is a whole Parquet file DuckDB can read (a truncated upload, a corrupt
     cache entry are not)."""
+    import duckdb
+
     db = connect(threads=1)
     try:
         db.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()

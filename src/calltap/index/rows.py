@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from calltap.view.summary import RECORDED, REPORTS, SKIPPED, model_of
+import orjson
 
 FORMAT = 1
 COLUMNS: dict[str, str] = {
@@ -27,6 +27,15 @@ COLUMNS: dict[str, str] = {
 }
 """Every column and its DuckDB type, in segment order."""
 MODEL_SEGMENT = re.compile(r"(/models?/)[^/:?]+")
+MODEL_IN_PATH = re.compile(r"/models?/([^/:?]+)")
+"""The model a path names: Bedrock's `/model/{id}/…`, Gemini's `/models/{m}:…`."""
+REPORTS = ("comparison", "check")
+"""pair.json's keys for a pair's comparison and a single leg's check."""
+RECORDED = "recorded"
+"""The verdict of a capture that was recorded but neither compared nor checked."""
+SKIPPED = "skipped"
+"""The verdict of a capture calltap did not compare because its comparison backlog shed it
+(pair.json's `skipped`): `calltap scan` compares it."""
 SEVERITY_ORDER = {"fatal": 0, "negotiable": 1, "cosmetic": 2}
 
 
@@ -78,6 +87,19 @@ def route_of(path: str | None) -> str | None:
     if path is None:
         return None
     return MODEL_SEGMENT.sub(r"\1{model}", path.split("?", 1)[0])
+
+
+def model_of(request: bytes | None, path: str | None) -> str | None:
+    """The model a request asked for: its `model` field, else the one its path names."""
+    if request:
+        try:
+            value = orjson.loads(request)
+        except orjson.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("model"), str):
+            return value["model"]
+    match = MODEL_IN_PATH.search(path or "")
+    return match.group(1) if match else None
 
 
 def _findings(report: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -19,8 +19,9 @@ from aiohttp import web
 from calltap import recordings
 from calltap.compare_requests import compare_pair_requests
 from calltap.report import requests_json
+from calltap.storage import StoreError
 from calltap.view.query import MAX_LIMIT, filters_of, number
-from calltap.view.state import STATE
+from calltap.view.state import STATE, ViewState
 
 
 def add_routes(app: web.Application) -> None:
@@ -41,13 +42,13 @@ async def pairs(request: web.Request) -> web.Response:
 
 
 async def pair(request: web.Request) -> web.Response:
-    """Found by its directory in the day directories, not through the index: a pair that has
-    just been written is answered at once, and a lookup never builds the index."""
-    root = request.app[STATE].root
+    """A local tree's pair is found by its directory in the day directories: one that has just
+    been written is answered at once. A bucket's is found through the index, then fetched."""
+    state = request.app[STATE]
     wanted = request.match_info["id"]
     if not recordings.is_key(wanted):
         return _error(400, "not a request id")
-    directory = await asyncio.to_thread(recordings.find_capture, root, wanted)
+    directory = await _located(state, wanted)
     if directory is None:
         return _error(404, "no such pair")
     try:
@@ -57,6 +58,20 @@ async def pair(request: web.Request) -> web.Response:
     requests = await asyncio.to_thread(_requests, document, directory)
     return web.json_response({**document, "day": directory.parent.name, "key": directory.name,
                               "requests": requests})
+
+
+async def _located(state: ViewState, wanted: str) -> Path | None:
+    bucket = state.settings.bucket
+    if bucket is None:
+        return await asyncio.to_thread(recordings.find_capture, state.root, wanted)
+    await state.fresh()
+    found = await state.run(lambda pairs: pairs.find(wanted))
+    if found is None:
+        return None
+    try:
+        return await bucket.copy_pair(f"{found.day}/{found.key}")
+    except StoreError:
+        raise web.HTTPBadGateway(text="the bucket did not answer\n") from None
 
 
 def _requests(document: dict[str, Any], directory: Path) -> dict[str, Any] | None:

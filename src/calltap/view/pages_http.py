@@ -9,6 +9,7 @@ import os
 import stat
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import orjson
@@ -18,11 +19,14 @@ from calltap import recordings
 from calltap.storage import StoreError
 from calltap.transcript import Capture
 from calltap.view import templating
-from calltap.view.index import PairIndex
 from calltap.view.pages import build_page
-from calltap.view.query import CODES, VERDICTS, encoded, filters_of, number
+from calltap.view.query import CODES, VERDICTS, Filters, encoded, filters_of, number
 from calltap.view.source import read_recorded
 from calltap.view.state import PREFIX, STATE, ViewState
+from calltap.view.summary import Summary
+
+if TYPE_CHECKING:
+    from calltap.view.listing import PairList
 
 LIVE_POLL = 1.0
 """Seconds between two looks for new pairs while a list page is open."""
@@ -50,16 +54,12 @@ async def pair_list(request: web.Request) -> web.Response:
         index.page(filters, limit=size, offset=(page - 1) * size), index.count(filters),
         index.latest()))
     query = encoded(filters)
-    bucket = state.settings.bucket
-    filling = bucket.days_to_fill if bucket is not None and bucket.filling else None
-    # While a bucket's older days are still being copied, new rows would be older pairs: the
-    # page is not live until the copy has caught up.
-    live = page == 1 and filling is None
+    live = page == 1
     events = f"{base}events?{urlencode({**query, 'after': latest})}" if live else None
     html = templating.render(
         "list.html", base=base, rows=rows, total=total, filters=filters, page=page,
         pages=max(1, -(-total // size)), query=query, verdicts=VERDICTS, codes=CODES,
-        live=live, events_url=events, filling=filling)
+        live=live, events_url=events)
     return web.Response(text=html, content_type=HTML)
 
 
@@ -129,7 +129,7 @@ async def live_events(request: web.Request) -> web.StreamResponse:
     try:
         while True:
             await state.fresh()
-            fresh = await state.run(partial(PairIndex.since, seq=after, filters=filters))
+            fresh = await state.run(partial(_since, seq=after, filters=filters))
             if fresh:
                 total = await state.run(lambda index: index.count(filters))
                 for seq, summary in fresh:
@@ -155,6 +155,10 @@ async def static(request: web.Request) -> web.Response:
                         headers={"Content-Type": templating.STATIC_TYPES[suffix]})
 
 
+def _since(pairs: PairList, *, seq: int, filters: Filters) -> list[tuple[int, Summary]]:
+    return pairs.since(seq, filters)
+
+
 def _directory(state: ViewState, day: str, key: str) -> Path:
     directory = recordings.pair_directory(state.root, day, key)
     if directory is None:
@@ -163,11 +167,11 @@ def _directory(state: ViewState, day: str, key: str) -> Path:
 
 
 async def _bodies(state: ViewState, day: str, key: str) -> None:
-    """A bucket's pair's response bodies, fetched when the pair is first opened."""
+    """A bucket's pair, fetched when it is first opened."""
     if state.settings.bucket is None:
         return
     try:
-        await state.settings.bucket.complete(f"{day}/{key}")
+        await state.settings.bucket.copy_pair(f"{day}/{key}")
     except StoreError as error:
         raise web.HTTPBadGateway(text=f"the bucket did not answer: {error}\n") from None
 

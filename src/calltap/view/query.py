@@ -3,17 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from calltap import recordings
 from calltap.codes import Code
-from calltap.view.index import Filters
-from calltap.view.summary import RECORDED, SKIPPED
+from calltap.index.rows import RECORDED, SKIPPED
 
 VERDICTS = ("diverged", "inconclusive", "equal", "defective", "clean", RECORDED, SKIPPED)
 CODES = tuple(str(code) for code in Code)
 MAX_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What the list is narrowed to: a verdict, a finding code, a request id prefix."""
+
+    verdict: str | None = None
+    code: str | None = None
+    prefix: str | None = None
+
+    def where(self) -> tuple[str, list[object]]:
+        clauses: list[str] = []
+        values: list[object] = []
+        if self.verdict:
+            clauses.append("verdict = ?")
+            values.append(self.verdict)
+        if self.code:
+            clauses.append("list_contains(codes, ?)")
+            values.append(self.code)
+        if self.prefix:
+            clauses.append("(starts_with(stored_as, ?) OR starts_with(request_id, ?))")
+            values += [self.prefix, self.prefix]
+        return " AND ".join(clauses) or "true", values
 
 
 def filters_of(query: Mapping[str, str]) -> Filters:

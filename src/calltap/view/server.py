@@ -2,9 +2,9 @@
 serve`) and the JSON API (`/api/…` in both).
 
 `standalone(...)` is `calltap view`'s whole application; `mount(admin_app, ...)` adds the same
-pages and API to `calltap serve`'s admin listener. Both read the recordings tree only, through
-an incremental index refreshed at most once a `REFRESH_INTERVAL` (on demand, and by the live
-event stream while a list page is open).
+pages and API to `calltap serve`'s admin listener. Both list pairs from the index of pairs,
+refreshed at most once an interval (on demand, and by the live event stream while a list page is
+open), and read a pair's objects only when it is opened.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def mount(admin: web.Application, recordings_root: Path, *, allow_remote: bool,
     """Add the view at `/ui/` and the API at `/api/` to `calltap serve`'s admin application.
     With `allow_remote`, every request to them needs the token of CALLTAP_VIEW_TOKEN (and none
     is answered without one set). With a `bucket` the view shows every replica's pairs there
-    (from its local copy), not this proxy's spool."""
+    (from the bucket's index), not this proxy's spool."""
     token = os.environ.get(TOKEN_VARIABLE) or None
     access = Access(remote=allow_remote, token=token)
     copy = BucketCopy(bucket, default_copy_location(bucket)) if bucket is not None else None

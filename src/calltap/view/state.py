@@ -1,26 +1,29 @@
-"""What the pages and the API share: the settings, and the index with the one thread it is
-used from."""
+"""What the pages and the API share: the settings, and the pair list (the index of pairs) with
+the one thread it is used from."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from aiohttp import web
 
 from calltap.bucket_copy import BucketCopy
 from calltap.storage import StoreError
 from calltap.view.guard import Access
-from calltap.view.index import PairIndex, default_location
+
+if TYPE_CHECKING:
+    from calltap.view.listing import PairList
 
 REFRESH_INTERVAL = 1.0
-"""Seconds between two refreshes of the index: requests in between read it as it is."""
+"""Seconds between two refreshes of a local tree's list: requests in between read it as it is."""
+BUCKET_REFRESH_INTERVAL = 10.0
+"""A bucket's: each refresh lists its index segments, and a store bills every listing."""
 UPLOAD_LIMIT = 8 * 1024 * 1024
 """Bytes per capture `/compare` accepts."""
 T = TypeVar("T")
@@ -30,62 +33,59 @@ T = TypeVar("T")
 class ViewSettings:
     root: Path
     access: Access = field(default_factory=Access)
-    index_path: Path | str | None = None
-    """The SQLite file; None for the user's cache directory, ":memory:" for none on disk."""
+    index_cache: Path | None = None
+    """Where a bucket's index segments are kept on this machine; None for the user's cache
+    directory."""
     upload_limit: int = UPLOAD_LIMIT
     page_size: int = 50
     bucket: BucketCopy | None = None
-    """When the view shows a bucket: its local copy (at `root`), synced before each refresh."""
+    """When the view shows a bucket: where the pairs opened are fetched to (at `root`)."""
 
 
 class ViewState:
-    """The index and the one thread it is used from, shared by the pages and the API. The index
-    is opened on first use: a `calltap serve` whose view nobody opens never creates one."""
+    """The pair list and the one thread it is used from, shared by the pages and the API. The
+    list is loaded on first use: a `calltap serve` whose view nobody opens never loads one."""
 
     def __init__(self, settings: ViewSettings) -> None:
         self.settings = settings
         self.root = settings.root
-        self._index: PairIndex | None = None
+        self._index: PairList | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-index")
+        self.interval = REFRESH_INTERVAL if settings.bucket is None else BUCKET_REFRESH_INTERVAL
         self._refreshing: asyncio.Lock | None = None
         self._refreshed_at = float("-inf")
 
-    async def run(self, function: Callable[[PairIndex], T]) -> T:
-        """`function(index)` on the index's thread."""
+    async def run(self, function: Callable[[PairList], T]) -> T:
+        """`function(pair_list)` on the list's thread."""
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, lambda: function(self._opened()))
 
-    def _opened(self) -> PairIndex:
-        """The index, opened in its file (in memory when the file cannot be used)."""
+    def _opened(self) -> PairList:
         if self._index is None:
-            path = self.settings.index_path or default_location(self.root)
-            try:
-                self._index = PairIndex(self.root, path)
-            except (OSError, sqlite3.Error):
-                self._index = PairIndex(self.root)
+            from calltap.view.listing import PairList  # DuckDB: only once the view is opened
+
+            bucket = self.settings.bucket
+            self._index = PairList(bucket.url if bucket is not None else self.root,
+                                   cache=self.settings.index_cache)
         return self._index
 
     async def fresh(self, *, force: bool = False) -> None:
-        """Refresh the index unless it was refreshed within REFRESH_INTERVAL."""
+        """Refresh the list unless it was refreshed within the interval. The store or the
+        disk failing costs the list its newest pairs, never the page (nor, under serve, the
+        relay)."""
         loop = asyncio.get_running_loop()
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()
         async with self._refreshing:
-            if not force and loop.time() - self._refreshed_at < REFRESH_INTERVAL:
+            if not force and loop.time() - self._refreshed_at < self.interval:
                 return
-            if self.settings.bucket is not None:
-                # The store or the copy's disk failing costs the list its newest pairs, never
-                # the page (nor, under serve, the relay).
-                with contextlib.suppress(StoreError, OSError):
-                    await self.settings.bucket.follow()
-            await self.run(PairIndex.refresh)
+            with contextlib.suppress(StoreError, OSError):
+                await self.run(lambda pairs: pairs.refresh())
             self._refreshed_at = loop.time()
 
     async def close(self) -> None:
-        if self.settings.bucket is not None:
-            await self.settings.bucket.close()
         if self._index is not None:
-            await self.run(PairIndex.close)
+            await self.run(lambda pairs: pairs.close())
         self._executor.shutdown(wait=False)
 
 
