@@ -24,10 +24,10 @@ from calltap import recordings
 from calltap.config import Config
 from calltap.index import layout
 from calltap.index.pending import Pending
-from calltap.index.rows import row_of
+from calltap.index.rows import model_of, row_of
 from calltap.index.writer import SegmentWriter
 from calltap.proxy.hooks import Addon, PairCompared
-from calltap.proxy.keeping import Keeping
+from calltap.proxy.keeping import UNREMARKABLE, Keeping
 from calltap.storage import Storage, StoreError
 
 PENDING = "pending"
@@ -46,6 +46,15 @@ def pending_directory(spool: Path) -> Path:
     return spool / layout.INDEX / PENDING
 
 
+def kept_because(keep: str, row: dict[str, Any]) -> str:
+    """Why a stored pair was kept: `all` (keep = all), `diverged` (worth a look), or `sampled`
+    (an equal pair kept at keep_equal_sample's rate)."""
+    if keep == "all":
+        return "all"
+    unremarkable = row["verdict"] in UNREMARKABLE and "fatal" not in row["severities"]
+    return "sampled" if unremarkable else "diverged"
+
+
 class IndexRows(Addon):
     """Owns the spool of rows and the segment writer of one replica."""
 
@@ -55,7 +64,6 @@ class IndexRows(Addon):
         self.keeping = keeping
         self.log = logger
         self.replica = replica_of(config)
-        self.kept = config.keep
         self.pending = Pending(pending_directory(config.recordings))
         self.writer = SegmentWriter(Storage(config.bucket or config.recordings), self.pending,
                                     self.replica)
@@ -95,12 +103,11 @@ class IndexRows(Addon):
 
     def _append(self, document: dict[str, Any], day: str, key: str, directory: Path | None,
                 request: bytes | None = None) -> None:
-        row = row_of(document, request, day=day, stored_as=key, replica=self.replica,
-                     kept=self.kept)
+        row = row_of(document, request, day=day, stored_as=key, replica=self.replica)
         if row["model"] is None and directory is not None:
-            row = row_of(document, recordings.request_body(
-                directory, (document.get("legs") or {}).get("downstream")), day=day,
-                stored_as=key, replica=self.replica, kept=self.kept)
+            row["model"] = model_of(recordings.request_body(
+                directory, (document.get("legs") or {}).get("downstream")), row["route"])
+        row["kept"] = kept_because(self.config.keep, row)
         try:
             self.pending.append(row)
         except OSError as error:
