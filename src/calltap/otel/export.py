@@ -1,10 +1,10 @@
 """The OpenTelemetry addon: each compared pair's span (and, with a logs endpoint, each finding's
 log record) sent over OTLP/HTTP, batched on a thread of its own, bounded and fail-open.
 
-`span.py` decides what the span says; this module turns that into the SDK's span and log-record
-objects and hands them to the OTLP/HTTP exporters through a `Shipper` each. Imported only when
-export is on, so a calltap that does not export never loads the SDK. A receiver that is down
-costs spans, counted in `calltap_otel_dropped_total` and said at most once a minute
+`span.py` decides what the span says, `wire.py` writes it as OTLP's protobuf, `transport.py`
+posts it; a `Shipper` per signal holds the queue and the thread. On the relay's loop a pair costs
+building its span and an append; encoding and posting happen on the shipper's thread. A receiver
+that is down costs spans, counted in `calltap_otel_dropped_total` and said at most once a minute
 (`otel.unavailable`); never traffic. Leaving `running()` (SIGTERM) flushes what is queued,
 within `FLUSH_TIMEOUT` seconds.
 """
@@ -13,43 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk._logs.export import LogRecordExportResult
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import (
-    NonRecordingSpan,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    TraceFlags,
-    set_span_in_context,
-)
 from prometheus_client import CollectorRegistry, Counter
 
+from calltap.otel import wire
 from calltap.otel.settings import OtelSettings
 from calltap.otel.shipper import EXPORT_FAILED, QUEUE_FULL, SHUTDOWN, Shipper
 from calltap.otel.span import PairSpan, pair_span
+from calltap.otel.transport import Poster
 from calltap.proxy.hooks import Addon, PairCompared
 
 FLUSH_TIMEOUT = 5.0
 """Seconds shutdown waits for the last spans to reach the receiver."""
 SAID_EVERY = 60.0
 """Seconds between two `otel.unavailable` lines while spans keep being dropped."""
-SCOPE = InstrumentationScope("calltap")
-SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-SEVERITIES = {"fatal": SeverityNumber.ERROR, "negotiable": SeverityNumber.WARN}
 
 
 class OtelExport(Addon):
@@ -66,13 +46,14 @@ class OtelExport(Addon):
         for signal in ("spans", "logs"):
             for reason in (QUEUE_FULL, EXPORT_FAILED, SHUTDOWN):
                 self.dropped.labels(signal, reason)
-        self.resource = Resource.create({"service.name": settings.service_name})
-        self._quiet_sdk_logs()
-        self.spans = Shipper("otel-spans", self._span_exporter(), settings.max_queue,
-                             self._on_drop("spans"))
-        self.logs = (Shipper("otel-logs", self._log_exporter(), settings.max_queue,
-                             self._on_drop("logs"))
-                     if settings.logs_endpoint else None)
+        self.posters = [self._poster(settings.traces_endpoint)]
+        self.spans = Shipper("otel-spans", self._exporter(self.posters[0], wire.span_message),
+                             settings.max_queue, self._on_drop("spans"))
+        self.logs: Shipper | None = None
+        if settings.logs_endpoint is not None:
+            self.posters.append(self._poster(settings.logs_endpoint))
+            self.logs = Shipper("otel-logs", self._exporter(self.posters[1], wire.log_messages),
+                                settings.max_queue, self._on_drop("logs"))
         self._unsaid = 0
         self._last_error: str | None = None
         self._said_at = float("-inf")
@@ -85,9 +66,11 @@ class OtelExport(Addon):
         try:
             yield
         finally:
-            for shipper in shippers:
-                await asyncio.to_thread(shipper.close, FLUSH_TIMEOUT)
+            await asyncio.gather(*(asyncio.to_thread(shipper.close, FLUSH_TIMEOUT)
+                                   for shipper in shippers))
             await self.housekeep(force=True)
+            for poster in self.posters:
+                poster.close()
 
     def health(self) -> dict[str, Any]:
         return {"otel": {"exported": self.spans.exported, "dropped": self.spans.dropped,
@@ -97,10 +80,9 @@ class OtelExport(Addon):
         span = pair_span(event, content=self.settings.content)
         if span is None:
             return
-        self.spans.put(self._readable(span))
-        if self.logs is not None:
-            for record in self._records(span):
-                self.logs.put(record)
+        self.spans.put(span)
+        if self.logs is not None and span.events:
+            self.logs.put(span)
 
     async def housekeep(self, *, force: bool = False) -> None:
         """`otel.unavailable` at most once a minute while spans are being dropped (and once
@@ -113,55 +95,34 @@ class OtelExport(Addon):
                              endpoint=self.settings.describe()["traces_endpoint"],
                              dropped_total=self.spans.dropped)
 
-    # -- the SDK's objects ---------------------------------------------------------------------
+    def _poster(self, url: str) -> Poster:
+        settings = self.settings
+        return Poster(url, settings.headers, settings.timeout, compression=settings.compression,
+                      certificate=settings.certificate,
+                      client_certificate=settings.client_certificate,
+                      client_key=settings.client_key)
 
-    def _readable(self, span: PairSpan) -> ReadableSpan:
-        context = SpanContext(span.trace_id, span.span_id, False, SAMPLED)
-        parent = (SpanContext(span.trace_id, span.parent_span_id, True, SAMPLED)
-                  if span.parent_span_id is not None else None)
-        status = (Status(StatusCode.ERROR, span.error) if span.error is not None
-                  else Status(StatusCode.UNSET))
-        return ReadableSpan(
-            span.name, context=context, parent=parent, resource=self.resource,
-            attributes=span.attributes, kind=SpanKind.CLIENT, status=status,
-            events=[Event(item.name, item.attributes, item.timestamp) for item in span.events],
-            start_time=span.start, end_time=span.end, instrumentation_scope=SCOPE)
+    def _exporter(self, poster: Poster, encode: Callable[[PairSpan], Any]
+                  ) -> Callable[[list[PairSpan]], bool]:
+        """A batch of spans as one export request of the shipper's signal: its spans, or each
+        span's findings as log records."""
+        resource = self.settings.resource
 
-    def _records(self, span: PairSpan) -> list[ReadableLogRecord]:
-        """Each finding event again as an OTLP log record in the span's context: where
-        OpenTelemetry is moving events, for receivers that read them there."""
-        context = set_span_in_context(NonRecordingSpan(
-            SpanContext(span.trace_id, span.span_id, False, SAMPLED)))
-        return [ReadableLogRecord(LogRecord(
-            timestamp=item.timestamp, observed_timestamp=item.timestamp, context=context,
-            event_name=item.name, attributes=item.attributes,
-            body=item.attributes["gen_ai.evaluation.explanation"],
-            severity_number=SEVERITIES.get(item.attributes["calltap.severity"],
-                                           SeverityNumber.WARN),
-            severity_text=item.attributes["calltap.severity"]),
-            resource=self.resource, instrumentation_scope=SCOPE) for item in span.events]
-
-    def _span_exporter(self) -> Any:
-        exporter = OTLPSpanExporter(endpoint=self.settings.traces_endpoint,
-                                    headers=self.settings.headers, timeout=self.settings.timeout)
-        return lambda batch: exporter.export(batch) is SpanExportResult.SUCCESS
-
-    def _log_exporter(self) -> Any:
-        exporter = OTLPLogExporter(endpoint=self.settings.logs_endpoint,
-                                   headers=self.settings.headers, timeout=self.settings.timeout)
-        return lambda batch: exporter.export(batch) is LogRecordExportResult.SUCCESS
+        def export(batch: list[PairSpan]) -> bool:
+            messages: list[bytes] = []
+            for span in batch:
+                encoded = encode(span)
+                if isinstance(encoded, bytes):
+                    messages.append(encoded)
+                else:
+                    messages.extend(encoded)
+            return poster.post(wire.export_request(resource, messages))
+        return export
 
     def _on_drop(self, signal: str) -> Any:
         def dropped(count: int, reason: str, error: str | None) -> None:
             self.dropped.labels(signal, reason).inc(count)
             if signal == "spans":
                 self._unsaid += count
-                self._last_error = error or reason
+                self._last_error = error or self.posters[0].last_error or reason
         return dropped
-
-    @staticmethod
-    def _quiet_sdk_logs() -> None:
-        """The exporters log each failed batch through `logging` (stderr, unstructured);
-        calltap says it once a minute in its own log instead."""
-        for name in ("opentelemetry.exporter", "opentelemetry.sdk"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -1,5 +1,6 @@
 """Whether calltap exports spans, and where: `[otel]` in the TOML file, then the standard
-OpenTelemetry variables over it (the environment beats the file, as for every calltap setting).
+OpenTelemetry variables over it (endpoints, headers, timeout, compression, certificates, service
+name and resource attributes) (the environment beats the file, as for every calltap setting).
 
 Export is on when a traces endpoint is known: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is),
 `OTEL_EXPORTER_OTLP_ENDPOINT` or `[otel] endpoint` (a base URL: `/v1/traces` is appended, as the
@@ -39,6 +40,14 @@ class OtelSettings:
     """Seconds one export request may take (a hanging receiver costs spans, never traffic)."""
     max_queue: int = DEFAULT_QUEUE
     """Spans waiting to be exported; past it new ones are dropped and counted."""
+    resource: dict[str, str] = field(default_factory=dict)
+    """The resource's attributes (`OTEL_RESOURCE_ATTRIBUTES`, then `service.name`)."""
+    compression: str | None = None
+    """`gzip` to compress each export request."""
+    certificate: str | None = None
+    """A CA bundle to trust for an https endpoint (else the system's)."""
+    client_certificate: str | None = None
+    client_key: str | None = None
 
     def describe(self) -> dict[str, Any]:
         """For the startup log line: endpoints without credentials, header names only."""
@@ -67,17 +76,34 @@ def read_otel(table: Any, environ: Mapping[str, str]) -> OtelSettings | None:
     headers.update(_env_headers(environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")))
     headers.update(_env_headers(environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "")))
     timeout = environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    service = str(environ.get("OTEL_SERVICE_NAME") or table.get("service_name") or "")
+    resource = _env_headers(environ.get("OTEL_RESOURCE_ATTRIBUTES", ""), lower=False)
+    resource["service.name"] = service or resource.get("service.name") or DEFAULT_SERVICE
+    compression = _variable(environ, "COMPRESSION") or None
+    if compression not in (None, "gzip", "none"):
+        raise ValueError(f"OTEL_EXPORTER_OTLP_COMPRESSION: expected gzip or none,"
+                         f" got {compression!r}")
     return OtelSettings(
         traces_endpoint=_url("traces endpoint", traces),
         logs_endpoint=_url("logs endpoint", logs) if logs else None,
         headers=headers,
         content=_flag("otel.content", table.get("content", False)),
-        service_name=str(environ.get("OTEL_SERVICE_NAME") or table.get("service_name")
-                         or DEFAULT_SERVICE),
+        service_name=resource["service.name"],
         timeout=(_positive("OTEL_EXPORTER_OTLP_TIMEOUT", timeout, 1000.0) if timeout
                  else _positive("otel.timeout", table.get("timeout", DEFAULT_TIMEOUT), 1.0)),
         max_queue=int(_positive("otel.max_queue", table.get("max_queue", DEFAULT_QUEUE), 1.0)),
+        resource=resource,
+        compression=compression if compression == "gzip" else None,
+        certificate=_variable(environ, "CERTIFICATE"),
+        client_certificate=_variable(environ, "CLIENT_CERTIFICATE"),
+        client_key=_variable(environ, "CLIENT_KEY"),
     )
+
+
+def _variable(environ: Mapping[str, str], name: str) -> str | None:
+    """`OTEL_EXPORTER_OTLP_TRACES_<name>`, else `OTEL_EXPORTER_OTLP_<name>`."""
+    return (environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}")
+            or environ.get(f"OTEL_EXPORTER_OTLP_{name}") or None)
 
 
 def _table(table: Any) -> dict[str, Any]:
@@ -134,15 +160,16 @@ def _headers(name: str, value: Any) -> dict[str, str]:
     return {str(key).lower(): item for key, item in value.items()}
 
 
-def _env_headers(value: str) -> dict[str, str]:
+def _env_headers(value: str, *, lower: bool = True) -> dict[str, str]:
     """`key1=value1,key2=value2`, each part percent-decoded (W3C Baggage's format, as the
     OpenTelemetry specification asks); a part without `=` is skipped."""
-    headers: dict[str, str] = {}
+    pairs: dict[str, str] = {}
     for part in value.split(","):
         key, sep, item = part.partition("=")
         if sep and key.strip():
-            headers[unquote(key.strip()).lower()] = unquote(item.strip())
-    return headers
+            name = unquote(key.strip())
+            pairs[name.lower() if lower else name] = unquote(item.strip())
+    return pairs
 
 
 def _public(url: str | None) -> str | None:

@@ -58,6 +58,10 @@ class Shipper:
         if len(self._queue) >= self.batch:
             self._wake.set()
 
+    def wake(self) -> None:
+        """Export what is queued now rather than at the next interval."""
+        self._wake.set()
+
     def close(self, timeout: float) -> None:
         """Export what is queued, waiting at most `timeout` seconds; drop the rest."""
         self._stopping = True

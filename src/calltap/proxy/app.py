@@ -88,7 +88,7 @@ class Calltap:
                                lambda: self.recording.governor.lag)
         self.keeping = Keeping(config, self.recording.recorder, self.metrics.registry)
         if config.otel is not None:  # first in, last out: it flushes the spans of every pair
-            from calltap.otel.export import OtelExport  # the SDK loads only when export is on
+            from calltap.otel.export import OtelExport  # loaded only when export is on
 
             self.addons.append(OtelExport(config.otel, self.log, self.metrics.registry))
         self.addons += [self.metrics, DivergenceLog(self.log), self.recording,
