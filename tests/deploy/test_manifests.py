@@ -1,7 +1,7 @@
 """deploy/kubernetes and deploy/compose.yaml: valid for the tools that read them, and doing what
 the design says: calltap a native sidecar of LiteLLM, LiteLLM's provider base URLs on calltap's
 back, clients on calltap's front, probes on /healthz, a bounded spool, credentials from a Secret,
-nothing writable but the volumes.
+nothing writable but the volumes, and the index of pairs compacted on a schedule.
 
 The manifests are what `kubectl kustomize` renders, checked against Kubernetes' own schemas in
 strict mode (an unknown field is an error) for 1.29, the first release with native sidecars on by
@@ -37,6 +37,8 @@ from tests.deploy.k8s_helpers import (
     rendered,
 )
 
+from calltap import cli
+
 KUBERNETES_VERSIONS = ("1.29.0", "1.33.0")
 UID = 10001
 CALLTAP_TOML = "/etc/calltap/calltap.toml"
@@ -70,8 +72,8 @@ def all_containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_every_rendered_manifest_is_valid_in_strict_mode(version: str) -> None:
     docs = rendered()
-    assert sorted(doc["kind"] for doc in docs) == ["ConfigMap", "ConfigMap", "Deployment",
-                                                   "Service"]
+    assert sorted(doc["kind"] for doc in docs) == ["ConfigMap", "ConfigMap", "CronJob",
+                                                   "CronJob", "Deployment", "Service"]
     for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -213,6 +215,58 @@ def test_the_litellm_image_is_the_release_the_litellm_suite_runs() -> None:
     pinned = (ROOT / "tests/with_litellm/requirements.txt").read_text()
     version = pinned.split("litellm[proxy]==")[1].split()[0]
     assert litellm(docs)["image"] == f"ghcr.io/berriai/litellm:v{version}"
+
+
+# -- Kubernetes: compaction of the index of pairs ------------------------------------------------
+
+
+def cronjobs(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "CronJob"}
+
+
+def job_container(cronjob: dict[str, Any]) -> dict[str, Any]:
+    (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_compaction_runs_nightly_for_closed_days_and_hourly_for_today() -> None:
+    docs = rendered()
+    jobs = cronjobs(docs)
+    bucket = settings(docs)["recordings"]
+    assert {name: (job["spec"]["schedule"], job_container(job)["command"])
+            for name, job in jobs.items()} == {
+        "calltap-index-compact": ("20 0 * * *", ["calltap", "index", "compact", bucket]),
+        "calltap-index-compact-today": ("40 * * * *", ["calltap", "index", "compact", bucket,
+                                                       "--day", "today"])}
+    parser = cli.build_parser("index")
+    for job in jobs.values():
+        assert job["spec"]["concurrencyPolicy"] == "Forbid"
+        assert job["spec"]["timeZone"] == "Etc/UTC"
+        assert 0 < job["spec"]["jobTemplate"]["spec"]["backoffLimit"] <= 3
+        parsed = parser.parse_args(job_container(job)["command"][1:])
+        assert (parsed.action, parsed.source) == ("compact", bucket)
+
+
+def test_compaction_uses_the_sidecars_image_bucket_and_lock_down() -> None:
+    docs = rendered()
+    sidecar_env = {item["name"]: item for item in calltap(docs)["env"]}
+    for job in cronjobs(docs).values():
+        spec = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        container = job_container(job)
+        assert container["image"] == calltap(docs)["image"]
+        env = {item["name"]: item for item in container["env"]}
+        for name in (*SECRET_VARIABLES, "AWS_REGION", "AWS_ENDPOINT_URL"):
+            assert env[name] == sidecar_env[name], name
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["automountServiceAccountToken"] is False
+        context = container["securityContext"]
+        assert (context["runAsUser"], context["readOnlyRootFilesystem"],
+                context["allowPrivilegeEscalation"], context["capabilities"]["drop"]) == (
+            UID, True, False, ["ALL"])
+        assert container["resources"]["limits"]["memory"]
+        (mount,) = container["volumeMounts"]
+        volumes = {volume["name"]: volume for volume in spec["volumes"]}
+        assert mount["mountPath"] == "/tmp" and volumes[mount["name"]]["emptyDir"]["sizeLimit"]
 
 
 # -- Compose ------------------------------------------------------------------------------------
