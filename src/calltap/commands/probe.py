@@ -56,6 +56,7 @@ from rich.markup import escape
 
 from calltap.fakes import FakeGateway, FakeProvider
 from calltap.fakes.model import DEFAULT_MODEL
+from calltap.otel.runs import RunSpan, export_run, from_environment
 from calltap.probe.attribution import attribute
 from calltap.probe.client import OVERALL_LIMIT, Limits
 from calltap.probe.masking import Masker
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold yellow]SYNTHETIC[/] {escape(SYNTHETIC[plan.demo])}")
     started = datetime.now(UTC)
     masker = Masker(plan.key)
-    run_, base_url, note = asyncio.run(_execute(args, plan, masker))
+    run_, base_url, note = asyncio.run(_traced(args, plan, masker))
     meta = {
         "tool": "calltap probe",
         "synthetic": SYNTHETIC.get(plan.demo or ""),
@@ -226,16 +227,33 @@ def _check_url(url: str | None) -> None:
         )
 
 
-async def _execute(
+async def _traced(
     args: argparse.Namespace, plan: Plan, masker: Masker
+) -> tuple[Run, str, str | None]:
+    """The run, as a span of its own when the standard OTEL_* variables turn export on: every
+    probe request carries its traceparent, so a calltap front's pair spans land beneath it."""
+    otel = from_environment()
+    if otel is None:
+        return await _execute(args, plan, masker, None)
+    span = RunSpan("calltap probe")
+    executed = await _execute(args, plan, masker, span.traceparent)
+    failed = [outcome.name for outcome in executed[0].outcomes if not outcome.passed]
+    attributes = {"calltap.probe.probes": len(executed[0].outcomes),
+                  "calltap.probe.failed": failed, "calltap.probe.dialect": args.dialect}
+    await export_run(otel, span.finish(attributes, ", ".join(failed) or None))
+    return executed
+
+
+async def _execute(
+    args: argparse.Namespace, plan: Plan, masker: Masker, traceparent: str | None
 ) -> tuple[Run, str, str | None]:
     limits = Limits(overall=args.timeout)
     if plan.demo:
         defect = BROKEN_DEFECT if plan.demo == "demo-broken" else None
         async with _fakes(defect) as base_url:
-            target = Target(base_url, args.model, args.dialect, plan.key)
+            target = Target(base_url, args.model, args.dialect, plan.key, traceparent)
             return await run_probes(target, plan.probes, limits, masker), base_url, None
-    target = Target(args.base_url, args.model, args.dialect, plan.key)
+    target = Target(args.base_url, args.model, args.dialect, plan.key, traceparent)
     run_ = await run_probes(target, plan.probes, limits, masker)
     note = await attribute(
         run_.outcomes, args.admin or DEFAULT_ADMIN, args.base_url, explicit=bool(args.admin)

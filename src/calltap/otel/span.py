@@ -25,6 +25,8 @@ from calltap.proxy.hooks import Alarm, PairCompared
 from calltap.proxy.ids import parse_traceparent
 from calltap.proxy.relay import Leg
 
+SPAN_KIND_INTERNAL = 1
+SPAN_KIND_CLIENT = 3
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 EVALUATION_NAME = "calltap.divergence"
 SAMPLED = 0x01
@@ -61,6 +63,8 @@ class PairSpan:
     events: list[SpanEvent] = field(default_factory=list)
     error: str | None = None
     """The status description when the status is ERROR (the breaking codes, or the verdict)."""
+    kind: int = SPAN_KIND_CLIENT
+    """A pair's span is a client's call (CLIENT); a probe's or replay's run is INTERNAL."""
 
 
 def pair_span(event: PairCompared, *, content: bool = False,

@@ -14,9 +14,9 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from calltap.otel.span import PairSpan, SpanEvent
+from calltap.otel.span import SPAN_KIND_CLIENT, PairSpan, SpanEvent
 
-SPAN_KIND_CLIENT = 3
+__all__ = ["SPAN_KIND_CLIENT", "export_request", "log_messages", "span_message"]
 STATUS_ERROR = 2
 SEVERITY_WARN = 13
 SEVERITY_ERROR = 17
@@ -128,7 +128,7 @@ def span_message(span: PairSpan) -> bytes:
         _bytes(out, 4, span.parent_span_id.to_bytes(8, "big"))
     _string(out, 5, span.name)
     _tag(out, 6, 0)
-    out.append(SPAN_KIND_CLIENT)
+    out.append(span.kind)
     _fixed64(out, 7, span.start)
     _fixed64(out, 8, span.end)
     _attributes(out, 9, span.attributes)

@@ -28,6 +28,8 @@ class Target:
     model: str
     dialect: str = "openai.chat"
     key: str | None = None
+    traceparent: str | None = None
+    """Sent with every request when the run is traced, so calltap's pair spans join its trace."""
 
     @property
     def shape(self) -> Shape:
@@ -146,6 +148,8 @@ async def _turn(
         headers["Accept"] = "text/event-stream"
     if target.dialect == "anthropic.messages":
         headers["anthropic-version"] = ANTHROPIC_VERSION
+    if target.traceparent is not None:
+        headers["traceparent"] = target.traceparent
     reply = await client.post(url, body, headers, f"{probe.name}: {step}")
     path = target.shape.path
     if step == "call":

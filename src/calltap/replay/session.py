@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,6 +27,8 @@ import aiohttp
 
 from calltap.config import Address, Config
 from calltap.fakes import FakeGateway
+from calltap.otel.runs import RunSpan, export_run, from_environment
+from calltap.otel.settings import OtelSettings
 from calltap.proxy.app import Calltap
 from calltap.proxy.hooks import Addon, LegArrived
 from calltap.replay.cassette import Headers, Recorded
@@ -75,11 +77,28 @@ class UnansweredNotPaired(Addon):
 
 
 async def replay_all(pairs: Iterable[Recorded], settings: Settings, log: TextIO) -> list[Result]:
-    """Replay each recorded pair in turn through one calltap and one cassette provider."""
+    """Replay each recorded pair in turn through one calltap and one cassette provider. With
+    the standard `OTEL_*` variables set, the run is a span and every replayed request carries
+    its traceparent (over any recorded one), so the replayed pairs' spans land beneath it."""
+    otel = from_environment()
+    if otel is None:
+        return await _replay_all(pairs, settings, log, None)
+    run = RunSpan("calltap replay")
+    settings = replace(settings, headers=(*settings.headers, ("traceparent", run.traceparent)))
+    results = await _replay_all(pairs, settings, log, otel)
+    diverged = sum(1 for result in results if result.comparison.get("verdict") == "diverged")
+    await export_run(otel, run.finish({"calltap.replay.pairs": len(results),
+                                       "calltap.replay.diverged": diverged},
+                                      f"{diverged} diverged" if diverged else None))
+    return results
+
+
+async def _replay_all(pairs: Iterable[Recorded], settings: Settings, log: TextIO,
+                      otel: OtelSettings | None) -> list[Result]:
     async with CassetteProvider(settings.pace) as cassette, _gateway(settings) as (url, fake):
         config = Config(front=LOOPBACK, gateway=url, back=settings.back,
                         provider=cassette.url, recordings=settings.recordings,
-                        pairing_window=PAIRING_WINDOW, compare_workers=1)
+                        pairing_window=PAIRING_WINDOW, compare_workers=1, otel=otel)
         tap = Calltap(config, log_stream=log)
         tap.addons.insert(0, UnansweredNotPaired(cassette))  # before the pairing addon
         async with (tap,
