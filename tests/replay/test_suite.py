@@ -169,6 +169,7 @@ def test_github_annotations_rank_the_failures_and_say_how_many_more(demo_suite):
      "no such directory"),
     (["{suite}", "--demo-gateway", "--junit", "report.xml"], "give --suite DIR"),
     (["{suite}", "--demo-gateway", "--github"], "give --suite DIR"),
+    (["--suite", "{suite}", "--demo-gateway", "--github", "--json"], "give one"),
 ])
 def test_usage_errors_exit_2_with_one_line(demo_suite, tmp_path, args, message):
     (tmp_path / "empty").mkdir()

@@ -159,6 +159,8 @@ def _run_suite(args: argparse.Namespace, console: Console) -> int:
             raise Usage("--suite DIR runs the cases in DIR: give no PAIR_DIR, --case or --export")
         if args.code:
             raise Usage("--code selects recorded pairs; a suite runs every case in it")
+        if args.json and args.github:
+            raise Usage("--json prints one object and --github workflow commands: give one")
         if args.junit is not None and not args.junit.parent.is_dir():
             raise Usage(f"--junit {args.junit}: no such directory {args.junit.parent}")
         settings = _settings(args)
