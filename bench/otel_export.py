@@ -12,26 +12,39 @@ is on a client's trace of its own. Blocks take turns, so a busy machine slows bo
 Also, with a receiver that is down (a closed port): what a pair then costs, and that the
 loop-side part (`pair_compared`, the only part on the relay's thread) stays what it was.
 
+Then what a receiver in trouble costs the traffic: calltap on the demo's loopback topology (fake
+provider, fake gateway, in this process), a streamed chat with two tool calls sent again and
+again, each answered and compared, its round trip timed, with export off, to a live receiver, to
+a closed port, and to a receiver that accepts connections and never answers (every export waits
+its whole timeout). The four take turns in rounds.
+
 Prints the CPU per pair (ms) of each, the added CPU per pair (target: at most 0.1 ms) and the
-loop-side share. Run with `.venv/bin/python bench/otel_export.py [--pairs 4000]`.
+loop-side share; then each variant's round trip, median and p95. Run with
+`.venv/bin/python bench/otel_export.py [--pairs 4000] [--requests 150]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import multiprocessing
 import socket
+import tempfile
 import time
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from calltap.codes import Code
+from calltap.demo import loopback
+from calltap.fakes import FakeProvider
+from calltap.fakes.provider import CHAT_PATH, TOOLS_REQUEST
 from calltap.otel.export import OtelExport
 from calltap.otel.settings import read_otel
 from calltap.proxy.capture import Claim
@@ -132,6 +145,8 @@ def exporter(endpoint: str) -> OtelExport:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=4000, help="pairs per variant (default 4000)")
+    parser.add_argument("--requests", type=int, default=150,
+                        help="relayed requests per variant, in 3 rounds (default 150)")
     args = parser.parse_args()
     port = _free_port()
     receiver = multiprocessing.get_context("spawn").Process(target=_serve, args=(port,),
@@ -140,6 +155,7 @@ def main() -> None:
     try:
         _wait_listening(port)
         run(args.pairs, f"http://127.0.0.1:{port}")
+        asyncio.run(relay(args.requests, f"http://127.0.0.1:{port}"))
     finally:
         receiver.terminate()
         receiver.join(5)
@@ -171,6 +187,47 @@ def run(count: int, endpoint: str) -> None:
     print(f"added CPU per pair with export on: {added:.4f} ms (target <= {TARGET_MS} ms) {verdict}")
     print(f"spans exported {live.spans.exported}, dropped {live.spans.dropped}; "
           f"dead receiver: dropped {dead.spans.dropped}, exported {dead.spans.exported}")
+
+
+async def relay(count: int, live: str) -> None:
+    """Round trips through calltap with export off and to receivers alive, closed and hanging."""
+    with socket.socket() as hanging:
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(4096)  # connections complete in the kernel and are never answered
+        endpoints = {"export off": None, "live receiver": live,
+                     "dead receiver (closed port)": "http://127.0.0.1:9",
+                     "hanging receiver": f"http://127.0.0.1:{hanging.getsockname()[1]}"}
+        times: dict[str, list[float]] = {name: [] for name in endpoints}
+        for _round in range(3):
+            for name, endpoint in endpoints.items():
+                times[name] += await _round_trips(endpoint, count // 3)
+    print(f"round trip of a streamed chat through calltap, {count // 3 * 3} per variant")
+    print(f"{'variant':<30}{'median ms':>10}{'p95 ms':>9}")
+    for name, measured in times.items():
+        ordered = sorted(measured)
+        print(f"{name:<30}{median(ordered) * 1000:>10.2f}"
+              f"{ordered[int(len(ordered) * 0.95)] * 1000:>9.2f}")
+
+
+async def _round_trips(endpoint: str | None, count: int) -> list[float]:
+    settings = (read_otel({"endpoint": endpoint, "timeout": 10.0}, {})
+                if endpoint is not None else None)
+    measured: list[float] = []
+    with tempfile.TemporaryDirectory() as recordings:
+        async with (loopback(FakeProvider(), Path(recordings), io.StringIO(), compare_workers=1,
+                             compare_when_idle=False, otel=settings) as (_gateway, calltap),
+                    aiohttp.ClientSession() as client):
+            url = f"{calltap.front_url}{CHAT_PATH}"
+            for index in range(count + 5):
+                headers = {"traceparent": f"00-{index + 1:032x}-{index + 1:016x}-01"}
+                started = time.perf_counter()
+                async with client.post(url, json=TOOLS_REQUEST, headers=headers) as response:
+                    await response.read()
+                if index >= 5:  # the first few warm the connections
+                    measured.append(time.perf_counter() - started)
+                await calltap.wait_compared(response.headers["X-Request-ID"], timeout=60)
+            await calltap.stop(grace=0.5)
+    return measured
 
 
 def _wait_listening(port: int) -> None:
