@@ -200,10 +200,12 @@ def _entry_of(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _newest_of_each_shape(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (route, dialects, codes and sides): only those pairs are fetched to export."""
+    """One row per (route, model, dialects, codes and sides): only those pairs are fetched to
+    export. As fine as the export's own shapes or finer (the model splits a route whose path
+    names it), so no shape is lost; the export merges what is finer."""
     newest: dict[tuple, dict[str, Any]] = {}
     for row in rows:
-        shape = (row["route"], row["dialect_upstream"], row["dialect_downstream"],
+        shape = (row["route"], row["model"], row["dialect_upstream"], row["dialect_downstream"],
                  tuple(sorted(zip(row["codes"] or (), row["sides"] or (), strict=False))))
         newest.setdefault(shape, row)
     return list(newest.values())
