@@ -34,6 +34,8 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
+import duckdb
+
 from calltap import recordings
 from calltap.commands.check import usage_error
 from calltap.index import compaction, rebuild, segments
@@ -77,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(command, error)
     except (StoreError, compaction.CompactionError) as error:
         return usage_error(command, f"'{args.source}': {error}")
+    except duckdb.Error as error:
+        return usage_error(command, f"'{args.source}': {_first_line(error)}")
     return 0
 
 
@@ -125,6 +129,11 @@ def _unreadable(keys: list[str]) -> None:
               " `calltap index rebuild` gives their pairs rows again):")
     for key in keys:
         print(f"  {key}")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def _is_date(day: str) -> bool:

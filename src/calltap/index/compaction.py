@@ -100,7 +100,7 @@ def _merge(storage: Storage, day: str, inputs: list[layout.Segment],
            fetched: segments.Fetched, scratch: Path, rows_per_segment: int) -> DayCompacted:
     db = connect(memory_limit=MEMORY_LIMIT)
     try:
-        db.execute(f"SET temp_directory = '{_sql_text(str(scratch / 'spill'))}'")
+        db.execute(f"SET temp_directory = '{segments.sql_text(str(scratch / 'spill'))}'")
         unreadable = segments.load(db, "_in", fetched.files)
         readable = [s for s in inputs if s.key not in unreadable]
         done = DayCompacted(day, segments_in=len(readable), unreadable=unreadable,
@@ -117,7 +117,7 @@ def _merge(storage: Storage, day: str, inputs: list[layout.Segment],
             path = scratch / f"merged-{first}.parquet"
             db.execute(f"COPY (SELECT * EXCLUDE (_n) FROM _out WHERE _n > {first} AND"
                        f" _n <= {first + rows_per_segment} ORDER BY _n) TO"
-                       f" '{_sql_text(str(path))}' (FORMAT parquet, COMPRESSION zstd,"
+                       f" '{segments.sql_text(str(path))}' (FORMAT parquet, COMPRESSION zstd,"
                        f" ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
             expected = min(rows_per_segment, done.rows_out - first)
             key = _store(storage, day, newest.sealed_ms, path, expected, scratch)
@@ -164,9 +164,3 @@ def _columns(db: duckdb.DuckDBPyConnection) -> str:
 def _count(db: duckdb.DuckDBPyConnection, table: str) -> int:
     row = db.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(row[0]) if row else 0
-
-
-def _sql_text(text: str) -> str:
-    return text.replace("'", "''")
-
-

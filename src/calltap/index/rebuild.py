@@ -34,6 +34,8 @@ REPLICA = "rebuild"
 ROWS_PER_SEGMENT = 100_000
 READS_AT_ONCE = 16
 LISTINGS = 3
+MEMORY_LIMIT = "512MB"
+"""DuckDB's memory while it reads the segments; past it, it spills into a scratch directory."""
 """Listings of the segments at most, when a compaction deletes some while they are read."""
 
 
@@ -78,9 +80,10 @@ def rebuild(storage: Storage, *, dry_run: bool = False) -> Rebuilt:
 
 def indexed(storage: Storage) -> tuple[dict[str, set[str]], list[str]]:
     """The keys each day's readable segments name, and the segments that cannot be read."""
-    db = connect()
+    db = connect(memory_limit=MEMORY_LIMIT)
     try:
         with tempfile.TemporaryDirectory(prefix="calltap-rebuild-") as scratch:
+            db.execute(f"SET temp_directory = '{segments.sql_text(str(Path(scratch) / 'spill'))}'")
             files: dict[str, Path] = {}
             for _ in range(LISTINGS):
                 wanted = [s for s in segments.listed(storage) if s.key not in files]

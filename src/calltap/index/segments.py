@@ -116,3 +116,8 @@ def _create(db: duckdb.DuckDBPyConnection, table: str, paths: list[Path]) -> Non
         return
     db.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM"
                " read_parquet(?, union_by_name=true)", [[str(path) for path in paths]])
+
+
+def sql_text(text: str) -> str:
+    """`text` inside a SQL string literal (a path in SET or COPY, which take no parameters)."""
+    return text.replace("'", "''")
