@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from calltap import recordings
-from calltap.config import Config
+from calltap.config import Config, ConfigError
 from calltap.index import layout
 from calltap.index.pending import Pending
 from calltap.index.rows import model_of, row_of
@@ -65,8 +65,8 @@ class IndexRows(Addon):
         self.log = logger
         self.replica = replica_of(config)
         self.pending = Pending(pending_directory(config.recordings))
-        self.writer = SegmentWriter(Storage(config.bucket or config.recordings), self.pending,
-                                    self.replica)
+        self.writer: SegmentWriter | None = None
+        """Made on start: opening a local tree creates it, which can fail (a ConfigError)."""
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="calltap-index")
         self._last_unavailable = -UNAVAILABLE_LOG_INTERVAL
         self.segments = Counter("calltap_index_segments", "Index segments written by result",
@@ -77,6 +77,7 @@ class IndexRows(Addon):
     async def running(self) -> AsyncIterator[None]:
         """Store what an earlier run left, then a round every `index_interval`; on the way out
         a last round, so a SIGTERM leaves no row behind when the store answers."""
+        self.writer = SegmentWriter(self._storage(), self.pending, self.replica)
         await self._flush()
         task = asyncio.create_task(self._rounds())
         try:
@@ -120,7 +121,15 @@ class IndexRows(Addon):
             await asyncio.sleep(self.config.index_interval)
             await self._flush()
 
+    def _storage(self) -> Storage:
+        try:
+            return Storage(self.config.bucket or self.config.recordings)
+        except OSError as exc:
+            raise ConfigError(f"recordings: cannot write to {self.config.recordings}:"
+                              f" {exc.strerror or exc}") from None
+
     async def _flush(self) -> None:
+        assert self.writer is not None
         try:
             done = await self.writer.flush()
         except StoreError as error:
