@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.store.index_checks import catalog_rows, normal, segment_rows
@@ -97,7 +98,7 @@ class Writer:
         self.start()
 
 
-@settings(max_examples=40)
+@settings(max_examples=30)
 @given(operations=OPERATIONS)
 def test_every_row_appended_is_read_once(operations: list[tuple[str, Any]]) -> None:
     with tempfile.TemporaryDirectory(prefix="calltap-writer-law-") as scratch:
@@ -136,8 +137,6 @@ def keys_of(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def spooled(directory: Path) -> set[tuple[str, str]]:
     """The whole rows in the spool's files, by pair."""
-    import orjson
-
     found = set()
     for path in directory.glob("*.jsonl"):
         for line in path.read_bytes().split(b"\n"):

@@ -67,7 +67,7 @@ async def test_a_late_loop_sheds_recording_then_two_calm_seconds_resume_it(
         async with client.post(tap.back_url + "/v1/chat/completions", data=b"{}",
                                headers={"X-Request-ID": request_id}) as response:
             assert await response.read() == script.body
-    assert list(tap.recordings.glob("*/*")) == []
+    assert list(tap.recordings.glob("[0-9]*/*")) == []
     (paused,) = log.lines("recording.paused")
     assert paused["reason"] == "overload" and paused["loop_lag"] > MAX_LAG
     counts = await unrecorded(client, tap)
@@ -85,7 +85,7 @@ async def test_a_late_loop_sheds_recording_then_two_calm_seconds_resume_it(
         assert await response.read() == script.body
     pair = await tap.wait_compared("after")
     assert pair["legs"]["upstream"]["file"] is not None
-    assert [p.name for p in tap.recordings.glob("*/*")] == ["after"]
+    assert [p.name for p in tap.recordings.glob("[0-9]*/*")] == ["after"]
     async with client.get(tap.admin_url + "/metrics") as response:
         assert "calltap_recording_shed 0.0" in await response.text()
 
@@ -124,6 +124,6 @@ async def test_a_shed_pair_leaves_no_capture_and_no_orphan_on_either_side(
         pair = await tap.wait_compared(headers["X-Request-ID"])
         assert pair["comparison"]["verdict"] == "equal"
         await tap.pairs.housekeep()
-        assert [p.name for p in tap.recordings.glob("*/*")] == [headers["X-Request-ID"]]
+        assert [p.name for p in tap.recordings.glob("[0-9]*/*")] == [headers["X-Request-ID"]]
         assert log.lines("pair.orphaned") == []
         assert (await unrecorded(client, tap))[("upstream", "overload")] == 2

@@ -91,10 +91,11 @@ class Calltap:
             from calltap.otel.export import OtelExport  # loaded only when export is on
 
             self.addons.append(OtelExport(config.otel, self.log, self.metrics.registry))
-        self.addons += [self.metrics, DivergenceLog(self.log), self.recording,
-                        self.comparisons, self.pairs, self.keeping]
+        # The index stops after the comparisons: the pairs they finish on the way out (streams
+        # that ended within the grace) get their rows into its last segment.
         self.index = IndexRows(config, self.keeping, self.log, self.metrics.registry)
-        self.addons.append(self.index)
+        self.addons += [self.metrics, DivergenceLog(self.log), self.index, self.recording,
+                        self.comparisons, self.pairs, self.keeping]
         if config.bucket is not None:
             self.addons.append(Uploads(config, self.recording.recorder, self.keeping, self.log,
                                        self.metrics.registry, self.index))
