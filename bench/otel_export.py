@@ -16,7 +16,8 @@ Then what a receiver in trouble costs the traffic: calltap on the demo's loopbac
 provider, fake gateway, in this process), a streamed chat with two tool calls sent again and
 again, each answered and compared, its round trip timed, with export off, to a live receiver, to
 a closed port, and to a receiver that accepts connections and never answers (every export waits
-its whole timeout). The four take turns in rounds.
+its whole timeout); and export off a second time, whose distance from the first is the noise of
+the machine. The variants take turns in rounds, each first once.
 
 Prints the CPU per pair (ms) of each, the added CPU per pair (target: at most 0.1 ms) and the
 loop-side share; then each variant's round trip, median and p95. Run with
@@ -194,22 +195,27 @@ async def relay(count: int, live: str) -> None:
     with socket.socket() as hanging:
         hanging.bind(("127.0.0.1", 0))
         hanging.listen(4096)  # connections complete in the kernel and are never answered
-        endpoints = {"export off": None, "live receiver": live,
+        endpoints = {"export off": None, "export off (again)": None, "live receiver": live,
                      "dead receiver (closed port)": "http://127.0.0.1:9",
                      "hanging receiver": f"http://127.0.0.1:{hanging.getsockname()[1]}"}
         times: dict[str, list[float]] = {name: [] for name in endpoints}
-        for _round in range(3):
-            for name, endpoint in endpoints.items():
-                times[name] += await _round_trips(endpoint, count // 3)
-    print(f"round trip of a streamed chat through calltap, {count // 3 * 3} per variant")
-    print(f"{'variant':<30}{'median ms':>10}{'p95 ms':>9}")
+        cpu: dict[str, list[float]] = {name: [] for name in endpoints}
+        names = list(endpoints)
+        for turn in range(3):
+            for name in names[turn:] + names[:turn]:  # each variant first once
+                measured, spent = await _round_trips(endpoints[name], count // 3)
+                times[name] += measured
+                cpu[name].append(spent)
+    print(f"round trip of a streamed chat through calltap, {count // 3 * 3} per variant"
+          " (CPU: this process, calltap and the fakes together, per request)")
+    print(f"{'variant':<30}{'median ms':>10}{'p95 ms':>9}{'CPU/request ms':>16}")
     for name, measured in times.items():
         ordered = sorted(measured)
         print(f"{name:<30}{median(ordered) * 1000:>10.2f}"
-              f"{ordered[int(len(ordered) * 0.95)] * 1000:>9.2f}")
+              f"{ordered[int(len(ordered) * 0.95)] * 1000:>9.2f}{median(cpu[name]) * 1000:>16.3f}")
 
 
-async def _round_trips(endpoint: str | None, count: int) -> list[float]:
+async def _round_trips(endpoint: str | None, count: int) -> tuple[list[float], float]:
     settings = (read_otel({"endpoint": endpoint, "timeout": 10.0}, {})
                 if endpoint is not None else None)
     measured: list[float] = []
@@ -218,16 +224,20 @@ async def _round_trips(endpoint: str | None, count: int) -> list[float]:
                              compare_when_idle=False, otel=settings) as (_gateway, calltap),
                     aiohttp.ClientSession() as client):
             url = f"{calltap.front_url}{CHAT_PATH}"
+            cpu_started = 0.0
             for index in range(count + 5):
+                if index == 5:  # the first few warm the connections
+                    cpu_started = time.process_time()
                 headers = {"traceparent": f"00-{index + 1:032x}-{index + 1:016x}-01"}
                 started = time.perf_counter()
                 async with client.post(url, json=TOOLS_REQUEST, headers=headers) as response:
                     await response.read()
-                if index >= 5:  # the first few warm the connections
+                if index >= 5:
                     measured.append(time.perf_counter() - started)
                 await calltap.wait_compared(response.headers["X-Request-ID"], timeout=60)
+            spent = (time.process_time() - cpu_started) / count
             await calltap.stop(grace=0.5)
-    return measured
+    return measured, spent
 
 
 def _wait_listening(port: int) -> None:
