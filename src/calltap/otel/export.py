@@ -46,12 +46,12 @@ class OtelExport(Addon):
         for signal in ("spans", "logs"):
             for reason in (QUEUE_FULL, EXPORT_FAILED, SHUTDOWN):
                 self.dropped.labels(signal, reason)
-        self.posters = [self._poster(settings.traces_endpoint)]
+        self.posters = [Poster.to(settings.traces_endpoint, settings)]
         self.spans = Shipper("otel-spans", self._exporter(self.posters[0], wire.span_message),
                              settings.max_queue, self._on_drop("spans"))
         self.logs: Shipper | None = None
         if settings.logs_endpoint is not None:
-            self.posters.append(self._poster(settings.logs_endpoint))
+            self.posters.append(Poster.to(settings.logs_endpoint, settings))
             self.logs = Shipper("otel-logs", self._exporter(self.posters[1], wire.log_messages),
                                 settings.max_queue, self._on_drop("logs"))
         self._unsaid = 0
@@ -95,13 +95,6 @@ class OtelExport(Addon):
                              endpoint=self.settings.describe()["traces_endpoint"],
                              dropped_total=self.spans.dropped)
 
-    def _poster(self, url: str) -> Poster:
-        settings = self.settings
-        return Poster(url, settings.headers, settings.timeout, compression=settings.compression,
-                      certificate=settings.certificate,
-                      client_certificate=settings.client_certificate,
-                      client_key=settings.client_key)
-
     def _exporter(self, poster: Poster, encode: Callable[[PairSpan], Any]
                   ) -> Callable[[list[PairSpan]], bool]:
         """A batch of spans as one export request of the shipper's signal: its spans, or each
@@ -124,5 +117,6 @@ class OtelExport(Addon):
             self.dropped.labels(signal, reason).inc(count)
             if signal == "spans":
                 self._unsaid += count
-                self._last_error = error or self.posters[0].last_error or reason
+                failure = self.posters[0].last_error if reason == EXPORT_FAILED else None
+                self._last_error = error or failure or reason
         return dropped

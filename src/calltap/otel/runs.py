@@ -50,10 +50,7 @@ class RunSpan:
 
 async def export_run(settings: OtelSettings, span: PairSpan) -> bool:
     """Post the run's span (off the loop, within the settings' timeout); whether it went."""
-    poster = Poster(settings.traces_endpoint, settings.headers, settings.timeout,
-                    compression=settings.compression, certificate=settings.certificate,
-                    client_certificate=settings.client_certificate,
-                    client_key=settings.client_key)
+    poster = Poster.to(settings.traces_endpoint, settings)
     body = wire.export_request(settings.resource, [wire.span_message(span)])
     try:
         return await asyncio.to_thread(poster.post, body)

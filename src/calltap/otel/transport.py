@@ -13,6 +13,8 @@ import http.client
 import ssl
 from urllib.parse import urlsplit
 
+from calltap.otel.settings import OtelSettings
+
 RETRYABLE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
@@ -40,6 +42,14 @@ class Poster:
                 self.context.load_cert_chain(client_certificate, client_key)
         self._connection: http.client.HTTPConnection | None = None
         self.last_error: str | None = None
+
+    @classmethod
+    def to(cls, url: str, settings: OtelSettings) -> Poster:
+        """A poster to `url` with the settings' headers, timeout, compression and TLS files."""
+        return cls(url, settings.headers, settings.timeout, compression=settings.compression,
+                   certificate=settings.certificate,
+                   client_certificate=settings.client_certificate,
+                   client_key=settings.client_key)
 
     def post(self, body: bytes) -> bool:
         payload = gzip.compress(body, compresslevel=5) if self.gzip else body
