@@ -30,7 +30,6 @@ import duckdb
 
 from calltap.index import layout, segments
 from calltap.index.parquet import ROW_GROUP_SIZE, connect
-from calltap.index.rows import COLUMNS
 from calltap.storage import Storage
 
 REPLICA = "compact"
@@ -101,6 +100,7 @@ def _merge(storage: Storage, day: str, inputs: list[layout.Segment],
     db = connect(memory_limit=MEMORY_LIMIT)
     try:
         db.execute(f"SET temp_directory = '{segments.sql_text(str(scratch / 'spill'))}'")
+        db.execute("SET preserve_insertion_order = false")
         unreadable = segments.load(db, "_in", fetched.files)
         readable = [s for s in inputs if s.key not in unreadable]
         done = DayCompacted(day, segments_in=len(readable), unreadable=unreadable,
@@ -109,7 +109,7 @@ def _merge(storage: Storage, day: str, inputs: list[layout.Segment],
             return done
         done.rows_in = _count(db, "_in")
         db.execute(f"CREATE TEMP TABLE _out AS SELECT *, row_number() OVER (ORDER BY {ORDER})"
-                   f" AS _n FROM (SELECT DISTINCT ON (day, stored_as) {_columns(db)} FROM _in"
+                   f" AS _n FROM (SELECT DISTINCT ON (day, stored_as) * FROM _in"
                    " ORDER BY day, stored_as, finished_at)")
         done.rows_out = _count(db, "_out")
         newest = min(readable, key=lambda s: s.countdown)
@@ -150,15 +150,6 @@ def _store(storage: Storage, day: str, sealed_ms: int, path: Path, rows: int,
     if not readable:
         raise CompactionError(f"{key} did not read back as written; no input was deleted")
     return key
-
-
-def _columns(db: duckdb.DuckDBPyConnection) -> str:
-    """Every column of the inputs, and null for a column of this format no input has (a day of
-    older segments only): a merged segment has the whole schema."""
-    present = [row[0] for row in db.execute("DESCRIBE _in").fetchall()]
-    missing = [f'NULL::{kind} AS "{name}"' for name, kind in COLUMNS.items()
-               if name not in present]
-    return ", ".join([*(f'"{name}"' for name in present), *missing])
 
 
 def _count(db: duckdb.DuckDBPyConnection, table: str) -> int:

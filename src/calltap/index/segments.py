@@ -17,9 +17,12 @@ import duckdb
 
 from calltap.index import layout
 from calltap.index.parquet import connect
+from calltap.index.rows import COLUMNS
 from calltap.storage import Storage, is_bucket
 
 FETCHES_AT_ONCE = 16
+CHUNK = 256
+"""Segments read in one statement."""
 
 
 class BadSource(ValueError):
@@ -79,43 +82,54 @@ def fetch(storage: Storage, segments: Iterable[layout.Segment], directory: Path)
 def load(db: duckdb.DuckDBPyConnection, table: str, files: dict[str, Path]) -> list[str]:
     """Every row of the readable `files` into a new table `table`; the keys of the others.
 
-    All files are read in one go; only when that fails is each read on its own (every column
+    The table has every column of this format, and any other a segment brings (a newer
+    format's); a column a segment lacks (an older format's) is null in its rows. Files are read
+    `CHUNK` at a time (a day holds thousands: read at once, their readers alone would fill the
+    memory); only when a chunk fails is each of its files read on its own (every column
     decoded, as a reader would) to find the ones that cannot be read."""
+    columns = ", ".join(f'"{name}" {kind}' for name, kind in COLUMNS.items())
+    db.execute(f"CREATE OR REPLACE TEMP TABLE {table} ({columns})")
     unreadable: list[str] = []
-    good = dict(files)
-    try:
-        _create(db, table, list(good.values()))
-        return unreadable
-    except duckdb.Error:
-        pass
-    for key, path in sorted(files.items()):
+    items = sorted(files.items())
+    for start in range(0, len(items), CHUNK):
+        chunk = items[start:start + CHUNK]
         try:
-            _create(db, "_check", [path])
+            _append(db, table, [path for _, path in chunk])
+            continue
         except duckdb.Error:
-            unreadable.append(key)
-            del good[key]
-    db.execute("DROP TABLE IF EXISTS _check")
-    _create(db, table, list(good.values()))
+            pass
+        for key, path in chunk:
+            try:
+                _append(db, table, [path])
+            except duckdb.Error:
+                unreadable.append(key)
     return unreadable
+
+
+def _append(db: duckdb.DuckDBPyConnection, table: str, paths: list[Path]) -> None:
+    """The rows of `paths` added to `table` (one statement: all or none)."""
+    names = [str(path) for path in paths]
+    source = "read_parquet(?, union_by_name=true)"
+    have = {row[0] for row in db.execute(f"DESCRIBE {table}").fetchall()}
+    for name, kind, *_ in db.execute(f"DESCRIBE SELECT * FROM {source}", [names]).fetchall():
+        if name not in have:
+            db.execute(f'ALTER TABLE {table} ADD COLUMN "{_identifier(name)}" {kind}')
+    db.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}", [names])
+
+
+def _identifier(name: str) -> str:
+    return name.replace('"', '""')
 
 
 def count_rows(path: Path) -> int:
     """The rows of a Parquet file, every column decoded (a damaged file raises duckdb.Error)."""
     db = connect(threads=1)
     try:
-        _create(db, "_count", [path])
+        db.execute("CREATE TEMP TABLE _count AS SELECT * FROM read_parquet(?)", [str(path)])
         row = db.execute("SELECT count(*) FROM _count").fetchone()
     finally:
         db.close()
     return int(row[0]) if row else 0
-
-
-def _create(db: duckdb.DuckDBPyConnection, table: str, paths: list[Path]) -> None:
-    if not paths:
-        db.execute(f"CREATE OR REPLACE TEMP TABLE {table} (day VARCHAR, stored_as VARCHAR)")
-        return
-    db.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM"
-               " read_parquet(?, union_by_name=true)", [[str(path) for path in paths]])
 
 
 def sql_text(text: str) -> str:
