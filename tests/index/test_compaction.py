@@ -15,7 +15,7 @@ from tests.index import pairs
 
 from calltap.index import compaction, layout
 from calltap.index.catalog import Catalog
-from calltap.index.parquet import encode_rows
+from calltap.index.parquet import connect, encode_rows
 from calltap.index.rows import row_of
 from calltap.storage import Storage
 
@@ -204,3 +204,23 @@ def test_an_input_deleted_under_a_compaction_makes_it_start_over_or_give_way(
     always = compaction.compact_day(Vanishing(tmp_path, 99), DAY)
     assert always.gave_way and always.written == [] and always.deleted == 0
     assert len(segments_of(tmp_path)) == len(before) - compaction.ATTEMPTS
+
+
+def test_segments_of_older_and_newer_formats_merge_with_every_column(tmp_path: Path) -> None:
+    put(tmp_path, DAY, "current", 1_764_000_000_000, ["now-1"])
+    db = connect()
+    for replica, select in (("older", "'old-1' AS stored_as, 'diverged' AS verdict"),
+                            ("newer", "'new-1' AS stored_as, 'equal' AS verdict,"
+                                      " 42 AS tokens_total")):
+        key = layout.segment(DAY, replica, 1_763_000_000_000, "s1").key
+        db.execute(f"COPY (SELECT '{DAY}' AS day, {select}) TO '{tmp_path / key}'"
+                   " (FORMAT parquet)")
+    db.close()
+    pairs.calltap("index", "compact", str(tmp_path), "--day", DAY)
+    (merged,) = segments_of(tmp_path)
+    db = connect()
+    found = db.execute("SELECT stored_as, verdict, model, tokens_total FROM read_parquet(?)"
+                       " ORDER BY stored_as", [str(tmp_path / merged)]).fetchall()
+    db.close()
+    assert found == [("new-1", "equal", None, 42), ("now-1", "equal", "model-2", None),
+                     ("old-1", "diverged", None, None)]
