@@ -10,6 +10,8 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -146,3 +148,30 @@ def spooled(directory: Path) -> set[tuple[str, str]]:
                 continue
             found.add((value["day"], value["stored_as"]))
     return found
+
+
+def test_rows_appended_while_segments_are_written_are_each_stored(tmp_path: Path) -> None:
+    """The relay's thread appends while the loop seals and writes segments, as in serve: no row
+    lands in a file already sealed and made a segment (and then deleted under it)."""
+    root = tmp_path / "recordings"
+    pending = Pending(root / "_index" / "pending")
+    writer = SegmentWriter(Storage(root), pending, REPLICA)
+    count = 3000
+
+    def append() -> None:
+        for number in range(count):
+            pending.append(row(number, DAYS[number % 2]))
+            time.sleep(0.0002)
+
+    async def flush_while_appending() -> None:
+        appender = threading.Thread(target=append)
+        appender.start()
+        while appender.is_alive():
+            await writer.flush()
+        appender.join()
+        await writer.flush()
+
+    asyncio.run(flush_while_appending())
+    pending.close()
+    assert sorted(keys_of(segment_rows(root))) == sorted(
+        (DAYS[number % 2], f"req-{number}") for number in range(count))

@@ -47,18 +47,20 @@ class Pending:
             os.write(self._fd, line)
 
     def seal(self) -> None:
-        """Close the current file (rows appended from now on start a new one) and seal it."""
+        """Close the current file (rows appended from now on start a new one) and seal it.
+        All under the lock: a row appended between the close and the rename would open the
+        file about to be sealed, and keep writing to it after its segment was made."""
         with self._lock:
             self.close()
-        current = self.directory / CURRENT
-        try:
-            if current.stat().st_size == 0:
-                current.unlink()
+            current = self.directory / CURRENT
+            try:
+                if current.stat().st_size == 0:
+                    current.unlink()
+                    return
+            except FileNotFoundError:
                 return
-        except FileNotFoundError:
-            return
-        name = f"sealed-{int(time.time() * 1000):013d}-{secrets.token_hex(4)}.jsonl"
-        os.replace(current, self.directory / name)
+            name = f"sealed-{int(time.time() * 1000):013d}-{secrets.token_hex(4)}.jsonl"
+            os.replace(current, self.directory / name)
 
     def sealed(self) -> list[Path]:
         """Sealed files, oldest first (an earlier run's included)."""
