@@ -147,7 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=4000, help="pairs per variant (default 4000)")
     parser.add_argument("--requests", type=int, default=150,
-                        help="relayed requests per variant, in 3 rounds (default 150)")
+                        help="relayed requests per variant, in 3 rounds (default 150; 0: none)")
     args = parser.parse_args()
     port = _free_port()
     receiver = multiprocessing.get_context("spawn").Process(target=_serve, args=(port,),
@@ -156,7 +156,8 @@ def main() -> None:
     try:
         _wait_listening(port)
         run(args.pairs, f"http://127.0.0.1:{port}")
-        asyncio.run(relay(args.requests, f"http://127.0.0.1:{port}"))
+        if args.requests >= 3:
+            asyncio.run(relay(args.requests, f"http://127.0.0.1:{port}"))
     finally:
         receiver.terminate()
         receiver.join(5)

@@ -18,7 +18,9 @@ from calltap.otel.span import PairSpan, SpanEvent
 scalars = (st.text() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
            | st.floats(allow_nan=False))
 values = scalars | st.lists(st.text(), max_size=4) | st.lists(st.integers(0, 2**40), max_size=4)
-attribute_maps = st.dictionaries(st.text(min_size=1, max_size=30), values, max_size=12)
+keys = st.sampled_from(sorted(wire.REPEATED)) | st.text(min_size=1, max_size=30)
+"""Keys whose encodings are reused, and any others."""
+attribute_maps = st.dictionaries(keys, values, max_size=12)
 
 
 def span(attrs: dict[str, Any], events: list[dict[str, Any]], *, parent: int | None,

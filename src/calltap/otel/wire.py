@@ -72,6 +72,8 @@ def _any_value(value: Any) -> bytes:
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
     if isinstance(value, int):
+        if 0 <= value < 0x80:
+            return b"\x18" + _SMALL[value]
         out = bytearray(b"\x18")
         _varint(out, value)
         return bytes(out)
@@ -98,15 +100,39 @@ def _key(key: str) -> bytes:
     return encoded
 
 
+REPEATED = frozenset({
+    "gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model",
+    "gen_ai.request.stream", "http.response.status_code", "calltap.upstream.status_code",
+    "calltap.mode", "calltap.verdict", "calltap.pairing", "calltap.attempts", "error.type",
+    "gen_ai.evaluation.name", "gen_ai.evaluation.score.label", "gen_ai.evaluation.explanation",
+    "calltap.severity", "calltap.alarm", "calltap.side", "calltap.choice", "calltap.count",
+    "service.name",
+})
+"""Attributes whose values come from a small set (codes, verdicts, models, sides): each
+(key, value) is encoded once and its bytes reused."""
+_ENCODED: dict[tuple[int, str, type, Any], bytes] = {}
+_MAX_ENCODED = 4096
+
+
+def _field(field: int, key: str, value: Any) -> bytes:
+    """One attribute as a length-delimited field: a KeyValue (key 1, value 2)."""
+    encoded = _any_value(value)
+    pair = _key(key) + b"\x12" + _length(len(encoded)) + encoded
+    return _length(field << 3 | 2) + _length(len(pair)) + pair
+
+
 def _attributes(out: bytearray, field: int, attributes: Mapping[str, Any]) -> None:
-    """Each attribute a KeyValue (key 1, value 2) in a repeated field."""
-    tag = _length(field << 3 | 2)
     for key, value in attributes.items():
-        encoded = _any_value(value)
-        pair = _key(key) + b"\x12" + _length(len(encoded)) + encoded
-        out += tag
-        out += _length(len(pair))
-        out += pair
+        if key in REPEATED and not isinstance(value, list):
+            memo = (field, key, type(value), value)  # the type: True == 1 == 1.0
+            cached = _ENCODED.get(memo)
+            if cached is None:
+                cached = _field(field, key, value)
+                if len(_ENCODED) < _MAX_ENCODED:
+                    _ENCODED[memo] = cached
+            out += cached
+        else:
+            out += _field(field, key, value)
 
 
 def _event(item: SpanEvent) -> bytes:
