@@ -19,6 +19,8 @@ from tests.store.replicas import bucket_pairs, pair_json, replica
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Server, free_port
 from tests.support.s3_faults import FaultyStore
 
+from calltap.index import layout, parquet
+
 PER_REPLICA = 12
 SHARED = 3
 
@@ -27,7 +29,8 @@ async def test_two_replicas_one_bucket(s3: S3Server, store: FaultyStore, workdir
     bucket = s3.bucket()
     url = f"s3://{bucket}/staging"
     async with streaming_provider() as provider, \
-            replica(workdir, "a", provider, url) as a, replica(workdir, "b", provider, url) as b, \
+            replica(workdir, "a", provider, url, index_interval=1) as a, \
+            replica(workdir, "b", provider, url, index_interval=1) as b, \
             aiohttp.ClientSession() as client:
         keys = {name: [f"{name}-{i}" for i in range(PER_REPLICA)]
                 + [f"shared-{i}" for i in range(SHARED)] for name in ("a", "b")}
@@ -35,6 +38,7 @@ async def test_two_replicas_one_bucket(s3: S3Server, store: FaultyStore, workdir
             side.send(client, key) for name, side in (("a", a), ("b", b)) for key in keys[name]))
         health = [await side.settled(client, PER_REPLICA + SHARED) for side in (a, b)]
         assert not a.spooled() and not b.spooled()
+        await indexed(s3, bucket, "staging", 2 * (PER_REPLICA + SHARED))
         logs = a.calltap.log_path.read_text() + b.calltap.log_path.read_text()
     pairs = bucket_pairs(s3, bucket, "staging")
     assert len(pairs) == 2 * (PER_REPLICA + SHARED)
@@ -60,6 +64,14 @@ async def test_two_replicas_one_bucket(s3: S3Server, store: FaultyStore, workdir
     readers_see_every_replica(url, s3.url, workdir, len(pairs))
 
 
+async def indexed(s3: S3Server, bucket: str, prefix: str, count: int) -> None:
+    """Until the replicas' index segments name `count` pairs (a round a second each)."""
+    async with asyncio.timeout(30):
+        while sum(len(parquet.decode(data)) for data in s3.objects(
+                bucket, f"{prefix}/{layout.INDEX}/").values()) < count:
+            await asyncio.sleep(0.2)
+
+
 def readers_see_every_replica(url: str, endpoint: str, workdir: Path, count: int) -> None:
     """`calltap scan` and `calltap view` on the bucket count both replicas' pairs (from the
     store itself: this test's loop, which runs the faulty relay, waits on them)."""
@@ -71,7 +83,7 @@ def readers_see_every_replica(url: str, endpoint: str, workdir: Path, count: int
     assert summary["captures"] == count and summary["verdicts"] == {"equal": count}
     port = free_port()
     with subprocess.Popen([sys.executable, "-m", "calltap", "view", url, "--listen",
-                           f"127.0.0.1:{port}", "--index", str(workdir / "index.sqlite")],
+                           f"127.0.0.1:{port}", "--index", str(workdir / "index-cache")],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as view:
         try:
             assert view.stdout is not None and view.stdout.readline()

@@ -32,6 +32,9 @@ from calltap.storage import Storage, StoreError
 
 PENDING = "pending"
 UNAVAILABLE_LOG_INTERVAL = 60.0
+LAST_ROUND_SECONDS = 5.0
+"""How long the way out waits for the last round: a store that does not answer then keeps the
+rows spooled for the next start, and never holds a SIGTERM past a pod's grace period."""
 
 
 def replica_of(config: Config, environ: dict[str, str] | None = None) -> str:
@@ -78,7 +81,6 @@ class IndexRows(Addon):
         """Store what an earlier run left, then a round every `index_interval`; on the way out
         a last round, so a SIGTERM leaves no row behind when the store answers."""
         self.writer = SegmentWriter(self._storage(), self.pending, self.replica)
-        await self._flush()
         task = asyncio.create_task(self._rounds())
         try:
             yield
@@ -86,7 +88,9 @@ class IndexRows(Addon):
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await asyncio.get_running_loop().run_in_executor(self._thread, lambda: None)
-            await self._flush()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LAST_ROUND_SECONDS):
+                    await self._flush()
             self.pending.close()
             self._thread.shutdown(wait=True)
 
@@ -117,9 +121,11 @@ class IndexRows(Addon):
         self.rows.inc()
 
     async def _rounds(self) -> None:
+        """The first round at once (what an earlier run left), in the background: a store that
+        does not answer at start delays no listener."""
         while True:
-            await asyncio.sleep(self.config.index_interval)
             await self._flush()
+            await asyncio.sleep(self.config.index_interval)
 
     def _storage(self) -> Storage:
         try:
