@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.support.provider import ScriptedProvider
 from tests.support.s3 import S3Server
 
 from calltap.fakes import FakeGateway
+from calltap.index import layout
 
 CHAT = "/v1/chat/completions"
 
@@ -66,13 +68,26 @@ async def replica(workdir: Path, name: str, provider: ScriptedProvider, bucket_u
         try:
             yield Replica(gateway, calltap, spool)
         finally:
-            calltap.end()
+            await stopped(calltap)
+
+
+async def stopped(calltap: Served) -> None:
+    """SIGTERM and wait without blocking this loop: it runs the store's relay, which the last
+    index segment goes through on the way out. SIGKILL after the harness's timeout."""
+    if calltap.process.poll() is None:
+        calltap.signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await calltap.wait()
+    calltap.end()
 
 
 def bucket_pairs(s3: S3Server, bucket: str, prefix: str) -> dict[str, dict[str, bytes]]:
-    """The bucket's objects by pair (`<day>/<key>`), each a {file name: bytes}."""
+    """The bucket's objects by pair (`<day>/<key>`), each a {file name: bytes}; the index of
+    pairs beside them (`_index/`) is not a pair."""
     pairs: dict[str, dict[str, bytes]] = {}
     for key, data in s3.objects(bucket, prefix + "/").items():
+        if key.startswith(f"{prefix}/{layout.INDEX}/"):
+            continue
         day, stored, name = key.removeprefix(prefix + "/").split("/")
         pairs.setdefault(f"{day}/{stored}", {})[name] = data
     return pairs
