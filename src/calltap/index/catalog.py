@@ -32,6 +32,7 @@ from calltap.index.rows import COLUMNS
 from calltap.storage import Storage, is_bucket
 
 FETCHES_AT_ONCE = 16
+SEGMENTS_AT_ONCE = 256
 PENDING = "pending"
 TABLE = f"""CREATE TABLE _rows ({", ".join(f'"{name}" {kind}' for name, kind in COLUMNS.items())},
   _seq BIGINT DEFAULT nextval('_seq'))"""
@@ -131,8 +132,13 @@ class Catalog:
         os.replace(temporary, path)
 
     def _load_segments(self, files: list[tuple[str, Path]], done: Loaded) -> None:
-        if not files:
-            return
+        """`SEGMENTS_AT_ONCE` files a read (a day of per-minute segments read at once would
+        hold all of them in memory); a read that fails is tried again file by file, so that
+        only the file DuckDB cannot read is skipped."""
+        for start in range(0, len(files), SEGMENTS_AT_ONCE):
+            self._load_batch(files[start:start + SEGMENTS_AT_ONCE], done)
+
+    def _load_batch(self, files: list[tuple[str, Path]], done: Loaded) -> None:
         try:
             done.rows += self._insert_files([path for _, path in files])
             self.loaded.update(key for key, _ in files)
