@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import aiohttp
@@ -140,7 +142,8 @@ async def test_killed_between_upload_and_segment(s3: S3Server, store: FaultyStor
 async def test_store_down_while_segments_are_due(s3: S3Server, workdir: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The index prefix refusing, then the whole store gone: rows stay spooled, one
-    `index.unavailable` line, the traffic byte-identical; back again, every pair gets one row."""
+    `index.unavailable` line a minute, the traffic byte-identical; back again, every pair gets
+    one row."""
     async with IndexDownStore(s3.url) as store:
         for name, value in {**s3.environ, "AWS_ENDPOINT_URL": store.url}.items():
             monkeypatch.setenv(name, value)
@@ -174,8 +177,11 @@ async def test_store_down_while_segments_are_due(s3: S3Server, workdir: Path,
             await store.start()
             await side.settled(client, 3 * BATCH)
             await until(lambda: not list(side.spool.glob("_index/pending/*.jsonl")))
-            unavailable = side.calltap.lines("index.unavailable")
-            assert len(unavailable) == 1, unavailable
+            unavailable = [datetime.fromisoformat(line["timestamp"])
+                           for line in side.calltap.lines("index.unavailable")]
+            assert unavailable and all(later - earlier >= timedelta(seconds=59)
+                                       for earlier, later in pairwise(unavailable))
+            assert await retried(len(unavailable) + 3)
             await terminated(side.calltap)
             provider_sent = {key: fact.sha256 for key, fact in provider.sent.items()}
         assert {key: sha(body) for key, body in sent.items()} == provider_sent
