@@ -1,12 +1,13 @@
 """The writer's law: whatever happens between appending a row and its segment — seals, flushes,
-a process killed mid-line (its spool dropped unclosed, a torn last line left), killed after a
-segment was stored but before its sealed file was deleted — every row appended is read exactly
-once by a Catalog, no segment holds a row twice, and the rows appended since the last flush are
-still in the spool."""
+a store failing part way through a flush, a process killed mid-line (its spool dropped unclosed,
+a torn last line left), killed after a segment was stored but before its sealed file was
+deleted — every row appended is read exactly once by a Catalog, no segment holds a row twice,
+and the rows appended since the last flush are still in the spool."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tests.store.index_checks import catalog_rows, normal, segment_rows
 
@@ -25,7 +26,7 @@ from calltap.index.parquet import row_line
 from calltap.index.pending import CURRENT, Pending
 from calltap.index.rows import row_of
 from calltap.index.writer import SegmentWriter
-from calltap.storage import Storage
+from calltap.storage import Storage, StoreError
 
 DAYS = ("2026-03-01", "2026-03-02", "2026-03-03")
 REPLICA = "writer-1"
@@ -36,6 +37,7 @@ OPERATIONS = st.lists(st.one_of(
     st.tuples(st.just("flush"), st.none()),
     st.tuples(st.just("crash"), st.floats(0.0, 1.0)),
     st.tuples(st.just("crash-before-unlink"), st.none()),
+    st.tuples(st.just("store-fails"), st.integers(0, 3)),
 ), max_size=16)
 
 
@@ -90,6 +92,14 @@ class Writer:
             os.close(self.pending._fd)
         self.start()
 
+    def store_fails(self, after: int) -> None:
+        """A flush whose store takes `after` segments, then fails: the rest stay sealed."""
+        self.writer.storage = FailingStorage(self.root, after)
+        with contextlib.suppress(StoreError):
+            asyncio.run(self.writer.flush())
+        self.unflushed.clear()
+        self.writer.storage = self.storage
+
     def crash_before_unlink(self) -> None:
         """Killed after its segments were stored, before the sealed files were deleted."""
         self.pending.seal()
@@ -100,8 +110,24 @@ class Writer:
         self.start()
 
 
+class FailingStorage(Storage):
+    """A store that takes `after` objects, then answers every write with an error."""
+
+    def __init__(self, root: Path, after: int) -> None:
+        super().__init__(root)
+        self.after = after
+
+    async def put_new(self, key: str, data: bytes) -> bool:
+        if self.after == 0:
+            raise StoreError("store unreachable or not answering")
+        self.after -= 1
+        return await super().put_new(key, data)
+
+
 @settings(max_examples=30)
 @given(operations=OPERATIONS)
+@example(operations=[("append", DAYS[0]), ("seal", None), ("crash", 1.0)])
+@example(operations=[("crash", 1.0), ("append", DAYS[0])])
 def test_every_row_appended_is_read_once(operations: list[tuple[str, Any]]) -> None:
     with tempfile.TemporaryDirectory(prefix="calltap-writer-law-") as scratch:
         root = Path(scratch, "recordings")
@@ -116,6 +142,8 @@ def test_every_row_appended_is_read_once(operations: list[tuple[str, Any]]) -> N
                     writer.flush()
                 elif name == "crash":
                     writer.crash(argument)
+                elif name == "store-fails":
+                    writer.store_fails(argument)
                 else:
                     writer.crash_before_unlink()
             read = catalog_rows(root, Path(scratch, "cache"))
@@ -123,7 +151,7 @@ def test_every_row_appended_is_read_once(operations: list[tuple[str, Any]]) -> N
             stored = segment_rows(root)
             keys = [(r["day"], r["stored_as"]) for r in stored]
             assert len(keys) == len(set(keys)), "a row stored twice"
-            assert set(keys) | writer.unflushed == set(writer.appended)
+            assert set(keys) | spooled(writer.directory) == set(writer.appended)
             assert spooled(writer.directory) >= writer.unflushed
             writer.flush()
             assert sorted(keys_of(segment_rows(root))) == sorted(writer.appended)
