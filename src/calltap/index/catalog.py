@@ -13,6 +13,7 @@ DuckDB never downloads or loads an extension here: it reads local files only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -29,6 +30,7 @@ from calltap.index import layout
 from calltap.index.gaps import Gaps
 from calltap.index.parquet import connect, json_columns
 from calltap.index.rows import COLUMNS
+from calltap.index.writer import REJECTED
 from calltap.storage import Storage, is_bucket
 
 FETCHES_AT_ONCE = 16
@@ -189,7 +191,8 @@ class Catalog:
         try:
             # One file's torn last line (a writer killed mid-row) must not join the next file's
             # first row: files are joined on a line break of their own.
-            lines = b"\n".join(path.read_bytes() for path in sorted(directory.glob("*.jsonl")))
+            lines = b"\n".join(path.read_bytes() for path in sorted(directory.glob("*.jsonl"))
+                                if not path.name.startswith(REJECTED))
         except OSError:
             return
         rows = []
@@ -200,7 +203,13 @@ class Catalog:
                 continue
             if isinstance(row, dict):
                 rows.append(row)
-        done.rows += self._insert_rows(rows)
+        try:
+            done.rows += self._insert_rows(rows)
+        except duckdb.Error:
+            # A row of the wrong types (a hand-edited spool) costs itself, not the others.
+            for row in rows:
+                with contextlib.suppress(duckdb.Error):
+                    done.rows += self._insert_rows([row])
 
     def _insert_rows(self, rows: list[dict]) -> int:
         if not rows:

@@ -53,8 +53,16 @@ def row_line(row: dict[str, Any]) -> bytes:
     return orjson.dumps(row, option=orjson.OPT_UTC_Z) + b"\n"
 
 
+class RowsRejected(ValueError):
+    """Rows that cannot be a segment (a value of the wrong type: a hand-edited or corrupt
+    spool), said by DuckDB."""
+
+
 def encode_lines(lines: bytes, connection: duckdb.DuckDBPyConnection | None = None) -> bytes:
-    """A segment holding the rows of `lines` (JSON lines)."""
+    """A segment holding the rows of `lines` (JSON lines); RowsRejected when DuckDB refuses
+    them."""
+    import duckdb
+
     own = connection is None
     db = connection or connect(threads=1)
     with tempfile.TemporaryDirectory(prefix="calltap-index-") as scratch:
@@ -66,6 +74,8 @@ def encode_lines(lines: bytes, connection: duckdb.DuckDBPyConnection | None = No
                 f" columns={json_columns()}) ORDER BY {ORDER}) TO '{_sql_path(target)}'"
                 f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_SIZE})",
                 [str(source)])
+        except duckdb.Error as error:
+            raise RowsRejected(str(error).strip().splitlines()[0][:300]) from None
         finally:
             if own:
                 db.close()

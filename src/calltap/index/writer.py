@@ -3,25 +3,32 @@
 A sealed file gives one segment per day it holds rows of, named by its seal time, the replica
 and its tag, written create-only; the file is deleted once every one is stored. A store that
 fails leaves the file for the next try; an object already there under that name is this writer's
-own earlier attempt.
+own earlier attempt. A file DuckDB refuses (a hand-edited or corrupt spool) is set aside, so it
+never stops the rows after it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from calltap.index import layout
-from calltap.index.parquet import encode_lines
+from calltap.index.parquet import RowsRejected, encode_lines
 from calltap.index.pending import Pending, read_sealed, seal_time_and_tag
 from calltap.storage import Storage
+
+REJECTED = "rejected-"
+"""The prefix a sealed file no segment can hold is renamed with: kept for a person to read,
+never retried, never read as rows."""
 
 
 @dataclass(slots=True)
 class Flushed:
     segments: int = 0
     rows: int = 0
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    """Sealed files no segment could hold, set aside (their new name, why)."""
 
 
 class SegmentWriter:
@@ -39,7 +46,13 @@ class SegmentWriter:
             self.pending.seal()
             done = Flushed()
             for path in self.pending.sealed():
-                segments, rows = await self._store(path)
+                try:
+                    segments, rows = await self._store(path)
+                except RowsRejected as error:
+                    aside = path.with_name(REJECTED + path.name)
+                    path.rename(aside)
+                    done.rejected.append((aside.name, str(error)))
+                    continue
                 done.segments += segments
                 done.rows += rows
             return done

@@ -150,3 +150,6 @@ class IndexRows(Addon):
             return
         if done.segments:
             self.segments.labels(result="stored").inc(done.segments)
+        for name, why in done.rejected:
+            self.segments.labels(result="rejected").inc()
+            self.log.error("index.rejected", file=name, error=why)
