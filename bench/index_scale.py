@@ -29,8 +29,9 @@ Then, each `--runs` (3) times, printed with the median and range:
 
 `--baseline SRC` runs the view and scan figures also with the calltap sources at SRC (a worktree
 of an earlier commit: `git worktree add /tmp/base 5e23737`, then `--baseline /tmp/base/src`)
-against the same bucket, in turns, and prints the ratios. The commands that do not take an
-option there (`scan --since` before the index) are said to have failed, with their error.
+against the same bucket, in turns, and prints the ratios. A scan before the index copies and
+reads every pair (and has no --since): it runs on buckets of `--baseline-scan` (2,000 and 10,000)
+pairs of their own, and its time a pair is extrapolated linearly to `--pairs`.
 `--hold` keeps moto and the bucket up after the figures (Ctrl-C ends it), so that other commands
 can be run against the same bucket with the AWS variables it prints.
 
@@ -39,9 +40,9 @@ What the index costs the relay:
   relaying N pairs with a segment due every 2 s, its main process's memory (VmRSS and its
   anonymous and file-backed shares, VmHWM) from /proc; with `--baseline`, the earlier
   commit's serve in turns;
-- `--relay [relay.py's options]`: bench/relay.py with a segment due every second (that
-  benchmark sets no CALLTAP_* variable itself); with `--baseline SRC`, the same run of SRC's
-  calltap (take them in turns).
+- `--relay [relay.py's options]`: bench/relay.py with a segment due every second
+  (`--index-interval S` for another pace; that benchmark sets no CALLTAP_* variable itself);
+  with `--baseline SRC`, the same run of SRC's calltap (take them in turns).
 
 usage: python bench/index_scale.py [--pairs N] [--rows N] [--runs R] [--baseline SRC] [--hold]
        python bench/index_scale.py --attach s3://BUCKET/PREFIX [--runs R] [--baseline SRC]
@@ -627,9 +628,11 @@ def main() -> int:
                         help="only bench/relay.py (the options this one does not know go to it)"
                              " with an index segment due every second; with --baseline, its"
                              " relay run instead")
+    parser.add_argument("--index-interval", type=float, default=1.0, metavar="S",
+                        help="with --relay: seconds between two segments (1)")
     args, rest = parser.parse_known_args()
     if args.relay:
-        return relay_indexed(rest, 1.0, args.baseline)
+        return relay_indexed(rest, args.index_interval, args.baseline)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     plan = Plan(args.pairs, args.rows, args.replicas, args.days, args.open_hours,
