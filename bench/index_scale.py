@@ -10,7 +10,9 @@ The bucket, as a fleet leaves it a few hours into a day (UTC):
 - index rows for 1,000,000 pairs (those 100,000, every tenth row, and 900,000 synthetic pairs
   made the same way but not stored), spread evenly over the six closed days before today and the
   last `--open-hours` (3) hours of today, each row from one of the 10 replicas;
-- each closed day as compaction leaves it: `--compacted-per-day` (1) large segments;
+- each closed day as `calltap index compact` leaves it: `--compacted-per-day` (1) segments of
+  its rows sorted by start, zstd (written directly: compacting 86,400 per-minute segments of six
+  days in moto first would take hours);
 - today not compacted yet: one segment per replica per minute (3 hours: 1,800 segments of about
   11 rows each).
 Segments are uploaded after the pairs they name, all create-only, 64 requests at once.
@@ -75,6 +77,7 @@ import orjson
 from calltap import recordings
 from calltap.index import layout
 from calltap.index.catalog import Catalog
+from calltap.index.compaction import REPLICA as COMPACTED_BY
 from calltap.index.parquet import connect, encode_lines, row_line
 from calltap.index.rows import row_of
 from calltap.storage import Storage
@@ -247,7 +250,7 @@ def segments(plan: Plan, made: Generated) -> tuple[list[tuple[str, bytes, int]],
         share = -(-len(lines) // plan.compacted_per_day)
         for part in range(plan.compacted_per_day):
             chunk = lines[part * share:(part + 1) * share]
-            key = layout.segment(day, "compaction", sealed_ms, f"c{part:02d}{day[-2:]}").key
+            key = layout.segment(day, COMPACTED_BY, sealed_ms, f"c{part:02d}{day[-2:]}").key
             compacted.append((key, encode_lines(b"".join(chunk), db), len(chunk)))
     today = plan.today.strftime("%Y-%m-%d")
     for (replica, minute), lines in sorted(made.open.items()):
