@@ -41,7 +41,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 async def view_client(aiohttp_client, tree: Path):  # type: ignore[no-untyped-def]
-    return await aiohttp_client(standalone(ViewSettings(tree, index_path=":memory:")))
+    return await aiohttp_client(standalone(ViewSettings(tree)))
 
 
 def page_model(directory: Path) -> Any:

@@ -37,7 +37,7 @@ LOOPBACK_ONLY = Access()
 
 async def view_client(aiohttp_client, tree: Path,  # type: ignore[no-untyped-def]
                       access: Access = LOOPBACK_ONLY, **settings) -> TestClient:
-    app = standalone(ViewSettings(tree, access=access, index_path=":memory:", **settings))
+    app = standalone(ViewSettings(tree, access=access, **settings))
     return await aiohttp_client(app)
 
 

@@ -7,7 +7,8 @@ nothing compared them: a capture that is only leg bodies) are fetched and compar
 current rules, and with --recheck every selected pair is: a pair is compared, a single leg is
 checked on its own, and a pair whose requests were recorded has them compared too, as `calltap
 compare PAIR_DIR` does. A local tree's pairs that have no index row yet are read from their
-pair.json (`calltap index rebuild` writes their rows).
+pair.json (`calltap index rebuild` writes their rows). A directory of captures that is not a
+recordings tree (no day directories in it) is walked, and every capture in it compared.
 
 --since, --code, --route and --diverged narrow what is counted, listed and exported. With
 --diverged --export-cases DIR, one regression case per distinct finding shape (route, dialects,
@@ -30,6 +31,7 @@ import argparse
 import asyncio
 import sys
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,16 +47,17 @@ from calltap.codes import Code
 from calltap.commands.check import EXIT_CODES, print_json, usage_error
 from calltap.compare import check_capture, compare_captures
 from calltap.compare_pair import with_requests
+from calltap.index import layout
 from calltap.index.catalog import Catalog
 from calltap.index.rows import RECORDED, SKIPPED
-from calltap.index.selection import Wanted, parse_duration, selected
+from calltap.index.selection import Tally, Wanted, parse_duration, selected, tally
 from calltap.replay.export_cases import export_command
 from calltap.report import VERDICT_STYLES
 from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.transcript import Capture
 
 FINE = frozenset({"equal", "clean"})
-UNCOMPARED = frozenset({RECORDED, SKIPPED})
+UNCOMPARED = (RECORDED, SKIPPED)
 LISTED = 200
 """Captures the table lists (the newest); --json lists them all."""
 
@@ -90,25 +93,28 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("scan", f"cannot read '{args.directory}': {error}")
     except NotADirectoryError as error:
         return usage_error("scan", f"cannot read '{args.directory}': {error}")
-    if source.capture is not None:
-        results = [_rescan(source.capture, source.capture)]
+    if source.capture is not None or source.loose:
+        root = source.capture or Path(source.location)
+        directories = [root] if source.capture else recordings.capture_directories(root)
+        if args.export_cases is not None:
+            return export_command(directories, args.export_cases, diverged=args.diverged)
+        results = [_rescan(directory, root) for directory in directories]
+        summary = _summary([result for result in results
+                            if result["verdict"] == "diverged" or not args.diverged])
     else:
         wanted = Wanted(since=args.since, codes=tuple(args.code), routes=tuple(args.route),
-                        verdicts=("diverged",) if args.diverged else (), day=source.day)
+                        day=source.day)
         try:
-            rows = source.rows(wanted)
             if args.export_cases is not None:
+                rows = source.rows(replace(wanted, verdicts=("diverged",)))
                 return export_command(source.fetch(_newest_of_each_shape(rows)),
                                       args.export_cases, diverged=args.diverged)
-            results = source.results(rows, recheck=args.recheck)
+            summary = source.summary(wanted, recheck=args.recheck, diverged=args.diverged)
         except (StoreError, duckdb.Error) as error:
             return usage_error("scan", f"cannot read '{args.directory}': {error}")
         except OSError as error:
             return usage_error("scan", f"cannot read '{args.directory}':"
                                        f" {error.strerror or error}")
-        if args.diverged:
-            results = [result for result in results if result["verdict"] == "diverged"]
-    summary = _summary(results)
     if args.json:
         print_json(summary)
     else:
@@ -126,10 +132,13 @@ class _Source:
     capture, compared as it is."""
 
     def __init__(self, location: str, *, day: str | None = None,
-                 capture: Path | None = None) -> None:
+                 capture: Path | None = None, loose: bool = False) -> None:
         self.location = location
         self.day = day
         self.capture = capture
+        self.loose = loose
+        """A directory of captures that is not a recordings tree (no day directories): every
+        capture under it is compared, as found."""
         self.bucket = is_bucket(location)
 
     @classmethod
@@ -146,12 +155,20 @@ class _Source:
                                      "not a directory")
         if any(recordings.leg_body(path, side) for side in recordings.SIDES):
             return cls(text, capture=path)
-        if recordings.is_day(path.name) and not any(
-                recordings.is_day(entry.name) for entry in path.iterdir()):
+        days = any(recordings.is_day(entry.name) for entry in path.iterdir())
+        if recordings.is_day(path.name) and not days:
             return cls(str(path.parent), day=path.name)
-        return cls(text)
+        return cls(text, loose=not days and not (path / layout.INDEX).is_dir())
 
     def rows(self, wanted: Wanted) -> list[dict[str, Any]]:
+        catalog = self.catalog(wanted)
+        try:
+            return selected(catalog, wanted)
+        finally:
+            catalog.close()
+
+    def catalog(self, wanted: Wanted) -> Catalog:
+        """The index, loaded from the first day `wanted` can be in; what it skipped is said."""
         catalog = Catalog(self.location, legs_only=True,
                           first_day=wanted.first_day(datetime.now(UTC)))
         try:
@@ -162,9 +179,37 @@ class _Source:
                     recordings.is_day(name) for name in asyncio.run(catalog.storage.folders())):
                 print(f"calltap scan: {self.location} holds pairs but no index of pairs: run"
                       f" `calltap index rebuild {self.location}`", file=sys.stderr)
-            return selected(catalog, wanted)
+        except BaseException:
+            catalog.close()
+            raise
+        return catalog
+
+    def summary(self, wanted: Wanted, *, recheck: bool, diverged: bool) -> dict[str, Any]:
+        """Counted by the index's engine, but for the pairs compared now: those never compared
+        (or all, to recheck), fetched and compared with the current rules."""
+        catalog = self.catalog(wanted)
+        try:
+            if recheck:
+                compare_now, counted = selected(catalog, wanted), Tally({}, {}, [])
+            else:
+                compare_now = selected(catalog, replace(wanted, verdicts=UNCOMPARED))
+                shown = replace(wanted, verdicts=("diverged",)) if diverged else wanted
+                counted = tally(catalog, shown, leave_out=UNCOMPARED)
         finally:
             catalog.close()
+        started = {_name(row): row["started_at"] for row in compare_now}
+        root = default_copy_location(self.location) if self.bucket else Path(self.location)
+        compared = [_rescan(directory, root) for directory in self.fetch(compare_now)]
+        compared = [entry for entry in compared if entry["verdict"] == "diverged" or not diverged]
+        verdicts = Counter(counted.verdicts) + Counter(entry["verdict"] for entry in compared)
+        codes = Counter(counted.codes) + Counter(code for entry in compared
+                                                 for code in entry["codes"])
+        listed = counted.not_equal + [(started.get(entry["capture"]), entry)
+                                      for entry in compared if entry["verdict"] not in FINE]
+        listed.sort(key=lambda item: (item[0] is not None, item[0] or 0, item[1]["capture"]))
+        return {"captures": sum(verdicts.values()), "verdicts": dict(verdicts),
+                "codes": dict(sorted(codes.items())),
+                "not_equal": [entry for _, entry in listed]}
 
     def fetch(self, rows: list[dict[str, Any]]) -> list[Path]:
         """The local directories of `rows`' pairs (a bucket's fetched first)."""
@@ -174,29 +219,9 @@ class _Source:
         copy = BucketCopy(self.location, default_copy_location(self.location))
         return asyncio.run(copy.copy_pairs(pairs))
 
-    def results(self, rows: list[dict[str, Any]], *, recheck: bool) -> list[dict[str, Any]]:
-        """Each row's entry, oldest first; a pair never compared (or all, to recheck) compared
-        now."""
-        rows = rows[::-1]
-        again = [row for row in rows if recheck or row["verdict"] in UNCOMPARED]
-        root = Path(self.location) if not self.bucket else \
-            default_copy_location(self.location)
-        compared = {str(directory.relative_to(root)): _rescan(directory, root)
-                    for directory in self.fetch(again)}
-        again_names = {_name(row) for row in again}
-        return [compared[_name(row)] if _name(row) in compared else _entry_of(row)
-                for row in rows if _name(row) in compared or _name(row) not in again_names]
-
 
 def _name(row: dict[str, Any]) -> str:
     return f"{row['day']}/{row['stored_as']}"
-
-
-def _entry_of(row: dict[str, Any]) -> dict[str, Any]:
-    kind = "pair" if row["dialect_upstream"] and row["dialect_downstream"] else (
-        "downstream" if row["dialect_downstream"] else "upstream")
-    return {"capture": _name(row), "kind": kind, "verdict": row["verdict"],
-            "codes": sorted(set(row["codes"] or ()))}
 
 
 def _newest_of_each_shape(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

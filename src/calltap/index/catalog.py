@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -48,6 +49,8 @@ class Loaded:
     segments: int = 0
     rows: int = 0
     skipped: list[str] = field(default_factory=list)
+    more: bool = False
+    """Segments listed and not loaded yet remain (a refresh asked for fewer batches)."""
 
 
 class Catalog:
@@ -75,16 +78,32 @@ class Catalog:
         self.gaps = Gaps(self.root, legs_only=legs_only, first_day=first_day) \
             if fill_gaps and self.root is not None else None
         self.lock = threading.Lock()
+        self._todo: list[layout.Segment] = []
+        """Listed, not loaded yet, newest first."""
+        self.complete_since: datetime | None = None
+        """While segments remain to load: every row that started at or after this is loaded
+        (see `_complete_since`). None once nothing listed remains."""
 
     def close(self) -> None:
         self.db.close()
 
-    def refresh(self) -> Loaded:
-        """Load what the location holds that is not loaded yet."""
+    def refresh(self, batches: int | None = None) -> Loaded:
+        """Load what the location holds that is not loaded yet; with `batches`, at most that
+        many batches of `SEGMENTS_AT_ONCE` segments, newest first (`more` says whether some
+        remain: the next refresh goes on from there without listing again)."""
         with self.lock:
             done = Loaded()
-            files = self._new_segment_files()
-            self._load_segments(files, done)
+            if not self._todo:
+                self._todo = [segment for segment in self.segment_keys()
+                              if segment.key not in self.loaded]
+            while self._todo and (batches is None or batches > 0):
+                batch, self._todo = self._todo[:SEGMENTS_AT_ONCE], self._todo[SEGMENTS_AT_ONCE:]
+                self._load_segments(self._files(batch), done)
+                self.complete_since = _complete_since(self._todo[0]) if self._todo else None
+                batches = None if batches is None else batches - 1
+            done.more = bool(self._todo)
+            if done.more:
+                return done
             if self.root is not None:
                 self._load_pending(done)
             if self.gaps is not None:
@@ -110,10 +129,11 @@ class Catalog:
                     (base / layout.INDEX).glob("day=*/*" + layout.SUFFIX))
         found = [segment for segment in map(layout.parse, keys) if segment is not None
                  and (self.first_day is None or segment.day >= self.first_day)]
-        return sorted(found, key=lambda s: (s.day, s.countdown), reverse=True)
+        by_seal = sorted(found, key=lambda segment: segment.countdown)
+        return sorted(by_seal, key=lambda segment: segment.day, reverse=True)
 
-    def _new_segment_files(self) -> list[tuple[str, Path]]:
-        new = [segment for segment in self.segment_keys() if segment.key not in self.loaded]
+    def _files(self, new: list[layout.Segment]) -> list[tuple[str, Path]]:
+        """The local files of `new` segments (a bucket's fetched into the cache first)."""
         if self.storage is None:
             return [(segment.key, Path(self.location) / segment.key) for segment in new]
         assert self.cache is not None
@@ -161,26 +181,37 @@ class Catalog:
             done.segments += 1
 
     def _insert_files(self, paths: list[Path]) -> int:
-        """Rows of `paths` not loaded yet, each pair once; all or none (one transaction)."""
+        """Rows of `paths` not loaded yet, each pair once; all or none (one transaction).
+        Streamed from the files into the table (no sort, no copy in between): pairs loaded
+        before are left out by a hash join, and a pair two of these files hold (rare: two
+        compactions at once, a rebuild beside a writer) is read once afterwards."""
+        files = [str(path) for path in paths]
+        present = {row[0] for row in self.db.execute(
+            "DESCRIBE SELECT * FROM read_parquet(?, union_by_name=true)", [files]).fetchall()}
+        return self._insert_from("read_parquet(?, union_by_name=true)", [files], present)
+
+    def _insert_from(self, source: str, values: list[object], present: set[str]) -> int:
+        names = ", ".join(f'"{name}"' for name in COLUMNS)
         self.db.execute("BEGIN")
         try:
-            self.db.execute(
-                "CREATE OR REPLACE TEMP TABLE _new AS SELECT DISTINCT ON (day, stored_as) *"
-                " FROM read_parquet(?, union_by_name=true) ORDER BY day, stored_as",
-                [[str(path) for path in paths]])
-            count = self._insert_new()
+            row = self.db.execute(
+                f"INSERT INTO _rows ({names}) SELECT {_select_present(present)} FROM {source} n"
+                f" WHERE NOT EXISTS (SELECT 1 FROM _rows r WHERE r.day = n.day"
+                f" AND r.stored_as = n.stored_as)", values).fetchone()
+            count = (int(row[0]) if row else 0) - self._drop_duplicates()
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return count
 
-    def _insert_new(self) -> int:
-        names = ", ".join(f'"{name}"' for name in COLUMNS)
+    def _drop_duplicates(self) -> int:
+        """Rows of a pair loaded twice by one insert, but the first; how many were dropped."""
         row = self.db.execute(
-            f"INSERT INTO _rows ({names}) SELECT {_select_present(self.db)} FROM _new n"
-            f" WHERE NOT EXISTS (SELECT 1 FROM _rows r WHERE r.day = n.day"
-            f" AND r.stored_as = n.stored_as)").fetchone()
+            "DELETE FROM _rows WHERE _seq IN (SELECT _seq FROM (SELECT r._seq, row_number()"
+            " OVER (PARTITION BY r.day, r.stored_as ORDER BY r._seq) AS n FROM _rows r JOIN"
+            " (SELECT day, stored_as FROM _rows GROUP BY day, stored_as HAVING count(*) > 1)"
+            " USING (day, stored_as)) WHERE n > 1)").fetchone()
         return int(row[0]) if row else 0
 
     # -- rows no segment holds yet ---------------------------------------------------------------
@@ -218,17 +249,25 @@ class Catalog:
         try:
             path.write_bytes(b"\n".join(orjson.dumps(row, option=orjson.OPT_UTC_Z)
                                         for row in rows))
-            self.db.execute(
-                "CREATE OR REPLACE TEMP TABLE _new AS SELECT DISTINCT ON (day, stored_as) *"
-                f" FROM read_json(?, format='newline_delimited', columns={json_columns()})"
-                " ORDER BY day, stored_as", [str(path)])
-            return self._insert_new()
+            return self._insert_from(
+                f"read_json(?, format='newline_delimited', columns={json_columns()})",
+                [str(path)], set(COLUMNS))
         finally:
             path.unlink(missing_ok=True)
 
     def _stored_keys(self, day: str) -> set[str]:
         return {key for (key,) in self.db.execute(
             "SELECT stored_as FROM _rows WHERE day = ?", [day]).fetchall()}
+
+
+def _complete_since(following: layout.Segment) -> datetime:
+    """The start from which every row is loaded when `following` is the next segment to load.
+    A row is in a segment of its own day sealed after it started, and segments load newest day
+    first, newest seal first: every row left to load started on an earlier day, or on that
+    day no later than `following`'s seal."""
+    next_midnight = datetime.fromisoformat(following.day).replace(tzinfo=UTC) + timedelta(days=1)
+    sealed = datetime.fromtimestamp(following.sealed_ms / 1000, UTC)
+    return min(sealed, next_midnight) + timedelta(milliseconds=1)
 
 
 def default_cache(location: str) -> Path:
@@ -238,10 +277,9 @@ def default_cache(location: str) -> Path:
     return base / "calltap" / "index" / digest
 
 
-def _select_present(db: duckdb.DuckDBPyConnection) -> str:
+def _select_present(present: set[str]) -> str:
     """Every column of a row, null where the new rows have none (a segment of an older
     format)."""
-    present = {row[0] for row in db.execute("DESCRIBE _new").fetchall()}
     return ", ".join(f'n."{name}"' if name in present else f"NULL::{kind}"
                      for name, kind in COLUMNS.items())
 

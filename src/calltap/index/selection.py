@@ -70,3 +70,40 @@ def selected(catalog: Catalog, wanted: Wanted, now: datetime | None = None
     rows = catalog.query(f"SELECT {', '.join(names)} FROM pairs WHERE {where}"
                          " ORDER BY started_at DESC NULLS LAST, stored_as DESC", values)
     return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+FINE = ("equal", "clean")
+KIND = ("CASE WHEN dialect_upstream IS NOT NULL AND dialect_downstream IS NOT NULL THEN 'pair'"
+        " WHEN dialect_downstream IS NOT NULL THEN 'downstream' ELSE 'upstream' END")
+
+
+@dataclass(slots=True)
+class Tally:
+    """A summary of rows, counted by the engine: verdicts, codes (each pair's distinct codes),
+    and each pair that is not equal (or clean), oldest first, with its start."""
+
+    verdicts: dict[str, int]
+    codes: dict[str, int]
+    not_equal: list[tuple[Any, dict[str, Any]]]
+
+
+def tally(catalog: Catalog, wanted: Wanted, now: datetime | None = None,
+          leave_out: tuple[str, ...] = ()) -> Tally:
+    """The wanted rows summarized, those with a verdict in `leave_out` left out."""
+    where, values = wanted.where(now or datetime.now(UTC))
+    if leave_out:
+        where += f" AND verdict NOT IN ({', '.join('?' * len(leave_out))})"
+        values = [*values, *leave_out]
+    verdicts = dict(catalog.query(
+        f"SELECT verdict, count(*) FROM pairs WHERE {where} GROUP BY verdict", values))
+    codes = dict(catalog.query(
+        f"SELECT code, count(*) FROM (SELECT unnest(list_distinct(codes)) AS code FROM pairs"
+        f" WHERE {where}) GROUP BY code", values))
+    listed = catalog.query(
+        f"SELECT started_at, day || '/' || stored_as, {KIND}, verdict,"
+        f" list_sort(list_distinct(codes)) FROM pairs WHERE {where}"
+        f" AND verdict NOT IN ({', '.join('?' * len(FINE))})"
+        " ORDER BY started_at NULLS FIRST, stored_as", [*values, *FINE])
+    return Tally(verdicts, codes, [
+        (started, {"capture": name, "kind": kind, "verdict": verdict, "codes": codes or []})
+        for started, name, kind, verdict, codes in listed])

@@ -33,11 +33,11 @@ class PairList:
     def close(self) -> None:
         self.catalog.close()
 
-    def refresh(self) -> Loaded:
-        """Load what is new; an index DuckDB cannot read costs the list its newest rows, never
-        the page."""
+    def refresh(self, batches: int | None = None) -> Loaded:
+        """Load what is new (at most `batches` batches of segments, newest first); an index
+        DuckDB cannot read costs the list its newest rows, never the page."""
         try:
-            return self.catalog.refresh()
+            return self.catalog.refresh(batches)
         except duckdb.Error as error:
             return Loaded(skipped=[str(error).splitlines()[0] if str(error) else "unreadable"])
 
@@ -47,6 +47,23 @@ class PairList:
         return [_summary(row) for row in self.catalog.query(
             f"SELECT {SELECTED} FROM _rows WHERE {where} ORDER BY {NEWEST_FIRST}"
             " LIMIT ? OFFSET ?", [*values, limit, offset])]
+
+    @property
+    def loading(self) -> bool:
+        """Older segments are still being loaded: counts are partial."""
+        return self.catalog.complete_since is not None
+
+    def answers(self, filters: Filters, rows: int) -> bool:
+        """Whether the newest `rows` rows `filters` keeps are all loaded: everything is, or
+        that many started at or after the time from which every row is loaded."""
+        since = self.catalog.complete_since
+        if since is None:
+            return True
+        where, values = filters.where()
+        found = self.catalog.query(
+            f"SELECT count(*) FROM (SELECT 1 FROM _rows WHERE {where} AND started_at >= ?"
+            " LIMIT ?)", [*values, since, rows])
+        return int(found[0][0]) >= rows
 
     def count(self, filters: Filters) -> int:
         where, values = filters.where()

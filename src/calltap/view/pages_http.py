@@ -49,17 +49,18 @@ async def pair_list(request: web.Request) -> web.Response:
     filters = filters_of(request.query)
     size = state.settings.page_size
     page = number(request.query, "page", 1, least=1, most=10**7)
-    await state.fresh()
-    rows, total, latest = await state.run(lambda index: (
+    await state.fresh(need=lambda pairs: pairs.answers(filters, page * size))
+    rows, total, latest, loading = await state.run(lambda index: (
         index.page(filters, limit=size, offset=(page - 1) * size), index.count(filters),
-        index.latest()))
+        index.latest(), index.loading))
     query = encoded(filters)
-    live = page == 1
+    # While older segments load, new rows would be older pairs: the page is not live yet.
+    live = page == 1 and not loading
     events = f"{base}events?{urlencode({**query, 'after': latest})}" if live else None
     html = templating.render(
         "list.html", base=base, rows=rows, total=total, filters=filters, page=page,
         pages=max(1, -(-total // size)), query=query, verdicts=VERDICTS, codes=CODES,
-        live=live, events_url=events)
+        live=live, events_url=events, loading=loading)
     return web.Response(text=html, content_type=HTML)
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 REFRESH_INTERVAL = 1.0
 """Seconds between two refreshes of a local tree's list: requests in between read it as it is."""
 BUCKET_REFRESH_INTERVAL = 10.0
+FILL_POLL = 0.05
+"""Seconds between two looks at whether a page is whole while older segments load."""
 """A bucket's: each refresh lists its index segments, and a store bills every listing."""
 UPLOAD_LIMIT = 8 * 1024 * 1024
 """Bytes per capture `/compare` accepts."""
@@ -52,6 +54,8 @@ class ViewState:
         self._index: PairList | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-index")
         self.interval = REFRESH_INTERVAL if settings.bucket is None else BUCKET_REFRESH_INTERVAL
+        self.filling: asyncio.Task[None] | None = None
+        """Older segments loading in the background, a batch at a time."""
         self._refreshing: asyncio.Lock | None = None
         self._refreshed_at = float("-inf")
 
@@ -69,21 +73,47 @@ class ViewState:
                                    cache=self.settings.index_cache)
         return self._index
 
-    async def fresh(self, *, force: bool = False) -> None:
-        """Refresh the list unless it was refreshed within the interval. The store or the
-        disk failing costs the list its newest pairs, never the page (nor, under serve, the
-        relay)."""
+    async def fresh(self, *, force: bool = False,
+                    need: Callable[[PairList], bool] | None = None) -> None:
+        """Refresh the list unless it was refreshed within the interval. A big index (a cold
+        start over a bucket) loads newest first, a batch of segments at a time, in the
+        background: this returns once `need(pair_list)` holds (the page asked for is whole),
+        or, without `need`, once everything is loaded. The store or the disk failing costs
+        the list its newest pairs, never the page (nor, under serve, the relay)."""
         loop = asyncio.get_running_loop()
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()
         async with self._refreshing:
-            if not force and loop.time() - self._refreshed_at < self.interval:
+            if self.filling is None and (
+                    force or loop.time() - self._refreshed_at >= self.interval):
+                more = await self._batch()
+                self._refreshed_at = loop.time()
+                if more:
+                    self.filling = loop.create_task(self._fill())
+        while self.filling is not None and not self.filling.done():
+            if need is not None and await self.run(need):
                 return
-            with contextlib.suppress(StoreError, OSError):
-                await self.run(lambda pairs: pairs.refresh())
-            self._refreshed_at = loop.time()
+            await asyncio.wait({self.filling}, timeout=FILL_POLL)
+
+    async def _batch(self) -> bool:
+        """One batch of segments (or, when nothing is left from a listing, a whole refresh);
+        whether older ones remain."""
+        with contextlib.suppress(StoreError, OSError):
+            return (await self.run(lambda pairs: pairs.refresh(batches=1))).more
+        return False
+
+    async def _fill(self) -> None:
+        try:
+            while await self._batch():
+                pass
+        finally:
+            self.filling = None
 
     async def close(self) -> None:
+        if self.filling is not None:
+            self.filling.cancel()
+            with contextlib.suppress(BaseException):
+                await self.filling
         if self._index is not None:
             await self.run(lambda pairs: pairs.close())
         self._executor.shutdown(wait=False)
