@@ -4,7 +4,7 @@ readers take to answer from it.
 
 The bucket, as a fleet leaves it a few hours into a day (UTC):
 - 100,000 stored pairs, each a pair.json and the client's request (what the view's list reads;
-  no response bodies or upload claims), as `bench/view_index.py` makes them, with the proxy's
+  no response bodies or upload claims), with the proxy's
   time-sortable request ids (`20261205T132943083Z-00000001-25b297`), 16-hex capture ids, four
   routes, six models and a mix of verdicts and codes;
 - index rows for 1,000,000 pairs (those 100,000, every tenth row, and 900,000 synthetic pairs

@@ -36,6 +36,10 @@ from calltap.storage import Storage, is_bucket
 
 FETCHES_AT_ONCE = 16
 SEGMENTS_AT_ONCE = 256
+NOTHING_LOADED = datetime.max.replace(tzinfo=UTC)
+"""`complete_since` before the first refresh: no row is known to be loaded."""
+FIRST_BATCH = 32
+"""The first batch of a cold load is smaller: the newest pairs (the first page) come first."""
 PENDING = "pending"
 TABLE = f"""CREATE TABLE _rows ({", ".join(f'"{name}" {kind}' for name, kind in COLUMNS.items())},
   _seq BIGINT DEFAULT nextval('_seq'))"""
@@ -78,11 +82,13 @@ class Catalog:
         self.gaps = Gaps(self.root, legs_only=legs_only, first_day=first_day) \
             if fill_gaps and self.root is not None else None
         self.lock = threading.Lock()
+        """One refresh at a time."""
+        self._cursors = threading.local()
         self._todo: list[layout.Segment] = []
         """Listed, not loaded yet, newest first."""
-        self.complete_since: datetime | None = None
+        self.complete_since: datetime | None = NOTHING_LOADED
         """While segments remain to load: every row that started at or after this is loaded
-        (see `_complete_since`). None once nothing listed remains."""
+        (see `_complete_since`). None once everything listed is loaded."""
 
     def close(self) -> None:
         self.db.close()
@@ -97,9 +103,11 @@ class Catalog:
                 self._todo = [segment for segment in self.segment_keys()
                               if segment.key not in self.loaded]
             while self._todo and (batches is None or batches > 0):
-                batch, self._todo = self._todo[:SEGMENTS_AT_ONCE], self._todo[SEGMENTS_AT_ONCE:]
+                size = SEGMENTS_AT_ONCE if self.loaded else min(FIRST_BATCH, SEGMENTS_AT_ONCE)
+                batch, self._todo = self._todo[:size], self._todo[size:]
                 self._load_segments(self._files(batch), done)
-                self.complete_since = _complete_since(self._todo[0]) if self._todo else None
+                if self._todo:
+                    self.complete_since = _complete_since(self._todo[0])
                 batches = None if batches is None else batches - 1
             done.more = bool(self._todo)
             if done.more:
@@ -108,11 +116,16 @@ class Catalog:
                 self._load_pending(done)
             if self.gaps is not None:
                 done.rows += self._insert_rows(self.gaps.rows(self._stored_keys))
+            self.complete_since = None
             return done
 
     def query(self, sql: str, values: list[object] | None = None) -> list[tuple]:
-        with self.lock:
-            return self.db.execute(sql, values or []).fetchall()
+        """Rows of `sql`, on a cursor of the calling thread's own: a query reads what is
+        loaded while a refresh loads more on another thread."""
+        cursor = getattr(self._cursors, "cursor", None)
+        if cursor is None:
+            cursor = self._cursors.cursor = self.db.cursor()
+        return cursor.execute(sql, values or []).fetchall()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.db.cursor()
@@ -194,24 +207,26 @@ class Catalog:
         names = ", ".join(f'"{name}"' for name in COLUMNS)
         self.db.execute("BEGIN")
         try:
+            before = self.db.execute("SELECT coalesce(max(_seq), 0) FROM _rows").fetchone()
             row = self.db.execute(
                 f"INSERT INTO _rows ({names}) SELECT {_select_present(present)} FROM {source} n"
                 f" WHERE NOT EXISTS (SELECT 1 FROM _rows r WHERE r.day = n.day"
                 f" AND r.stored_as = n.stored_as)", values).fetchone()
-            count = (int(row[0]) if row else 0) - self._drop_duplicates()
+            count = (int(row[0]) if row else 0) - self._drop_duplicates(
+                int(before[0]) if before else 0)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return count
 
-    def _drop_duplicates(self) -> int:
-        """Rows of a pair loaded twice by one insert, but the first; how many were dropped."""
+    def _drop_duplicates(self, after: int) -> int:
+        """Rows of a pair that one insert loaded twice (the rows after `after`: the join kept
+        out every pair loaded before), but the first; how many were dropped."""
         row = self.db.execute(
-            "DELETE FROM _rows WHERE _seq IN (SELECT _seq FROM (SELECT r._seq, row_number()"
-            " OVER (PARTITION BY r.day, r.stored_as ORDER BY r._seq) AS n FROM _rows r JOIN"
-            " (SELECT day, stored_as FROM _rows GROUP BY day, stored_as HAVING count(*) > 1)"
-            " USING (day, stored_as)) WHERE n > 1)").fetchone()
+            "DELETE FROM _rows WHERE _seq IN (SELECT _seq FROM (SELECT _seq, row_number()"
+            " OVER (PARTITION BY day, stored_as ORDER BY _seq) AS n FROM _rows WHERE _seq > ?)"
+            " WHERE n > 1)", [after]).fetchone()
         return int(row[0]) if row else 0
 
     # -- rows no segment holds yet ---------------------------------------------------------------

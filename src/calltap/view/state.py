@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -52,19 +53,28 @@ class ViewState:
         self.settings = settings
         self.root = settings.root
         self._index: PairList | None = None
+        self._opening = threading.Lock()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-index")
         self.interval = REFRESH_INTERVAL if settings.bucket is None else BUCKET_REFRESH_INTERVAL
-        self.filling: asyncio.Task[None] | None = None
-        """Older segments loading in the background, a batch at a time."""
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix="calltap-view-loader")
+        self.loading: asyncio.Task[None] | None = None
+        """The index loading on the loader's thread, a batch of segments at a time."""
+        self.complete_once = False
+        """Everything listed was loaded at least once: a bucket's later refreshes run behind
+        the pages."""
         self._refreshing: asyncio.Lock | None = None
         self._refreshed_at = float("-inf")
 
     async def run(self, function: Callable[[PairList], T]) -> T:
-        """`function(pair_list)` on the list's thread."""
+        """`function(pair_list)` on the pages' thread (the index loads on another)."""
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, lambda: function(self._opened()))
 
     def _opened(self) -> PairList:
+        with self._opening:
+            return self._open()
+
+    def _open(self) -> PairList:
         if self._index is None:
             from calltap.view.listing import PairList  # DuckDB: only once the view is opened
 
@@ -75,45 +85,47 @@ class ViewState:
 
     async def fresh(self, *, force: bool = False,
                     need: Callable[[PairList], bool] | None = None) -> None:
-        """Refresh the list unless it was refreshed within the interval. A big index (a cold
-        start over a bucket) loads newest first, a batch of segments at a time, in the
-        background: this returns once `need(pair_list)` holds (the page asked for is whole),
-        or, without `need`, once everything is loaded. The store or the disk failing costs
-        the list its newest pairs, never the page (nor, under serve, the relay)."""
+        """Refresh the list unless it was refreshed within the interval. The index loads on a
+        thread of its own, newest segments first, a batch at a time, while pages read what is
+        loaded. The first load waits until `need(pair_list)` holds (the page asked for is
+        whole) or, without `need`, until everything is loaded; a local tree's later refreshes
+        are waited for too (they cost what changed), a bucket's are not (each lists the
+        bucket's segments: the page shows the list as it was meanwhile). The store or the disk
+        failing costs the list its newest pairs, never the page (nor, under serve, the
+        relay)."""
         loop = asyncio.get_running_loop()
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()
         async with self._refreshing:
-            if self.filling is None and (
-                    force or loop.time() - self._refreshed_at >= self.interval):
-                more = await self._batch()
+            idle = self.loading is None or self.loading.done()
+            if idle and (force or loop.time() - self._refreshed_at >= self.interval):
                 self._refreshed_at = loop.time()
-                if more:
-                    self.filling = loop.create_task(self._fill())
-        while self.filling is not None and not self.filling.done():
+                self.loading = loop.create_task(self._load())
+        if self.complete_once and self.settings.bucket is not None:
+            return
+        while self.loading is not None and not self.loading.done():
             if need is not None and await self.run(need):
                 return
-            await asyncio.wait({self.filling}, timeout=FILL_POLL)
+            await asyncio.wait({self.loading}, timeout=FILL_POLL)
 
-    async def _batch(self) -> bool:
-        """One batch of segments (or, when nothing is left from a listing, a whole refresh);
-        whether older ones remain."""
-        with contextlib.suppress(StoreError, OSError):
-            return (await self.run(lambda pairs: pairs.refresh(batches=1))).more
-        return False
-
-    async def _fill(self) -> None:
-        try:
-            while await self._batch():
-                pass
-        finally:
-            self.filling = None
+    async def _load(self) -> None:
+        """Batches of segments until none is left (a refresh with nothing new is one)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            more = False
+            with contextlib.suppress(StoreError, OSError):
+                more = (await loop.run_in_executor(
+                    self._loader, lambda: self._opened().refresh(batches=1))).more
+            if not more:
+                self.complete_once = True
+                return
 
     async def close(self) -> None:
-        if self.filling is not None:
-            self.filling.cancel()
+        if self.loading is not None:
+            self.loading.cancel()
             with contextlib.suppress(BaseException):
-                await self.filling
+                await self.loading
+        self._loader.shutdown(wait=True)
         if self._index is not None:
             await self.run(lambda pairs: pairs.close())
         self._executor.shutdown(wait=False)
