@@ -19,7 +19,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -84,6 +84,9 @@ class Catalog:
         self.lock = threading.Lock()
         """One refresh at a time."""
         self._cursors = threading.local()
+        self._fetcher: ThreadPoolExecutor | None = None
+        self._fetching: dict[str, Future[None]] = {}
+        """A bucket's segments being fetched into the cache, by key."""
         self._todo: list[layout.Segment] = []
         """Listed, not loaded yet, newest first."""
         self.complete_since: datetime | None = NOTHING_LOADED
@@ -91,6 +94,8 @@ class Catalog:
         (see `_complete_since`). None once everything listed is loaded."""
 
     def close(self) -> None:
+        if self._fetcher is not None:
+            self._fetcher.shutdown(wait=True, cancel_futures=True)
         self.db.close()
 
     def refresh(self, batches: int | None = None) -> Loaded:
@@ -102,6 +107,8 @@ class Catalog:
             if not self._todo:
                 self._todo = [segment for segment in self.segment_keys()
                               if segment.key not in self.loaded]
+                if self.storage is not None:
+                    self._prefetch(self._todo)
             while self._todo and (batches is None or batches > 0):
                 size = SEGMENTS_AT_ONCE if self.loaded else min(FIRST_BATCH, SEGMENTS_AT_ONCE)
                 batch, self._todo = self._todo[:size], self._todo[size:]
@@ -150,11 +157,25 @@ class Catalog:
         if self.storage is None:
             return [(segment.key, Path(self.location) / segment.key) for segment in new]
         assert self.cache is not None
+        self._prefetch(new)
+        for segment in new:
+            self._fetching.pop(segment.key).result()
         wanted = [(segment.key, self.cache / segment.key) for segment in new]
-        missing = [(key, path) for key, path in wanted if not path.is_file()]
-        with ThreadPoolExecutor(FETCHES_AT_ONCE) as pool:
-            list(pool.map(lambda item: self._fetch(*item), missing))
         return [(key, path) for key, path in wanted if path.is_file()]
+
+    def _prefetch(self, segments: list[layout.Segment]) -> None:
+        """Start fetching `segments` not in the cache, in order (newest first): the fetches of
+        later batches run while earlier ones load."""
+        assert self.cache is not None
+        if self._fetcher is None:
+            self._fetcher = ThreadPoolExecutor(FETCHES_AT_ONCE,
+                                               thread_name_prefix="calltap-index-fetch")
+        for segment in segments:
+            path = self.cache / segment.key
+            if segment.key not in self._fetching:
+                self._fetching[segment.key] = self._fetcher.submit(
+                    lambda key=segment.key, path=path: None if path.is_file()
+                    else self._fetch(key, path))
 
     def _fetch(self, key: str, path: Path) -> None:
         assert self.storage is not None
