@@ -689,7 +689,10 @@ def main() -> int:
 
 
 def hold(environ: dict[str, str], location: str) -> None:
-    print("\nholding the bucket; Ctrl-C ends it:\n  " + " ".join(
+    """Until Ctrl-C or SIGTERM (a background job ignores SIGINT), then moto is stopped."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    print("\nholding the bucket; Ctrl-C or SIGTERM ends it:\n  " + " ".join(
         f"{name}={value}" for name, value in environ.items()) + f"\n  {location}", flush=True)
     try:
         while True:
