@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from tests.proxy.test_serve import read_event
 from tests.support.logs import LogLines
 from tests.support.otlp import otlp_receiver
 
@@ -156,15 +157,6 @@ async def test_a_hanging_receiver_neither_slows_traffic_nor_holds_up_shutdown(
         await calltap.stop(grace=0.5)
         assert time.monotonic() - stopping < FLUSH_TIMEOUT + 3
         assert calltap.health()["otel"]["dropped"] == 1
-
-
-async def read_event(stream: asyncio.StreamReader, event: str) -> dict[str, Any]:
-    while True:
-        line = await asyncio.wait_for(stream.readline(), 30)
-        assert line, "serve exited early"
-        record = json.loads(line)
-        if record["event"] == event:
-            return record
 
 
 async def test_serve_flushes_its_spans_on_sigterm(tmp_path: Path,

@@ -17,11 +17,7 @@ STYLES = {"reproduced": "green", "different": "yellow", "cannot": "red"}
 
 
 def show(results: list[Result], console: Console) -> None:
-    table = Table(title="calltap replay: recorded beside replayed")
-    table.add_column("recorded pair", overflow="fold")
-    table.add_column("recorded")
-    table.add_column("replayed")
-    table.add_column("result", no_wrap=True)
+    table = _table("calltap replay: recorded beside replayed", "recorded pair", "result")
     for result in results:
         table.add_row(
             result.recorded.request_id,
@@ -37,6 +33,16 @@ def show(results: list[Result], console: Console) -> None:
     console.print(", ".join(f"{counts[status]} {status}" for status in STYLES))
 
 
+def _table(title: str, first: str, last: str) -> Table:
+    """What was replayed, its recorded and replayed verdicts with their codes, and the result."""
+    table = Table(title=title)
+    table.add_column(first, overflow="fold")
+    table.add_column("recorded")
+    table.add_column("replayed")
+    table.add_column(last, no_wrap=True)
+    return table
+
+
 def _verdict(verdict: str, codes: tuple[str, ...]) -> str:
     return "\n".join((verdict, *codes))
 
@@ -46,11 +52,7 @@ SUITE_STYLES = {"passed": "green", "failed": "red", "error": "yellow"}
 
 def show_suite(cases: Sequence[CaseResult], console: Console) -> None:
     """A regression suite's run: each case's recorded and replayed verdicts, and its outcome."""
-    table = Table(title="calltap replay --suite: each case as a regression test")
-    table.add_column("case", overflow="fold")
-    table.add_column("recorded")
-    table.add_column("replayed")
-    table.add_column("outcome", no_wrap=True)
+    table = _table("calltap replay --suite: each case as a regression test", "case", "outcome")
     for case in cases:
         table.add_row(case.name, _verdict(*case.recorded), _verdict(*case.replayed),
                       f"[{SUITE_STYLES[case.outcome]}]{case.outcome}[/]")
