@@ -68,9 +68,9 @@ class Catalog:
         `first_day`: days before it are not read."""
         self.location = str(location)
         self.bucket = is_bucket(self.location)
-        self.storage = Storage(self.location) if self.bucket else None
+        self.segments = SegmentFiles(self.location, cache, first_day)
+        self.storage = self.segments.storage
         self.root = None if self.bucket else Path(self.location)
-        self.cache = cache or (default_cache(self.location) if self.bucket else None)
         self.db = connect(threads=threads)
         self.db.execute("CREATE SEQUENCE _seq START 1")
         self.db.execute(TABLE)
@@ -84,9 +84,6 @@ class Catalog:
         self.lock = threading.Lock()
         """One refresh at a time."""
         self._cursors = threading.local()
-        self._fetcher: ThreadPoolExecutor | None = None
-        self._fetching: dict[str, Future[None]] = {}
-        """A bucket's segments being fetched into the cache, by key."""
         self._todo: list[layout.Segment] = []
         """Listed, not loaded yet, newest first."""
         self.complete_since: datetime | None = NOTHING_LOADED
@@ -94,8 +91,7 @@ class Catalog:
         (see `_complete_since`). None once everything listed is loaded."""
 
     def close(self) -> None:
-        if self._fetcher is not None:
-            self._fetcher.shutdown(wait=True, cancel_futures=True)
+        self.segments.close()
         self.db.close()
 
     def refresh(self, batches: int | None = None) -> Loaded:
@@ -105,14 +101,13 @@ class Catalog:
         with self.lock:
             done = Loaded()
             if not self._todo:
-                self._todo = [segment for segment in self.segment_keys()
+                self._todo = [segment for segment in self.segments.listed()
                               if segment.key not in self.loaded]
-                if self.storage is not None:
-                    self._prefetch(self._todo)
+                self.segments.prefetch(self._todo)
             while self._todo and (batches is None or batches > 0):
                 size = SEGMENTS_AT_ONCE if self.loaded else min(FIRST_BATCH, SEGMENTS_AT_ONCE)
                 batch, self._todo = self._todo[:size], self._todo[size:]
-                self._load_segments(self._files(batch), done)
+                self._load_segments(self.segments.files(batch), done)
                 if self._todo:
                     self.complete_since = _complete_since(self._todo[0])
                 batches = None if batches is None else batches - 1
@@ -137,56 +132,6 @@ class Catalog:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.db.cursor()
 
-    # -- segments ------------------------------------------------------------------------------
-
-    def segment_keys(self) -> list[layout.Segment]:
-        """Every segment the location holds, newest first."""
-        if self.storage is not None:
-            keys: Iterator[str] = self.storage.keys_now(prefix=layout.INDEX + "/")
-        else:
-            base = Path(self.location)
-            keys = (str(path.relative_to(base)) for path in
-                    (base / layout.INDEX).glob("day=*/*" + layout.SUFFIX))
-        found = [segment for segment in map(layout.parse, keys) if segment is not None
-                 and (self.first_day is None or segment.day >= self.first_day)]
-        by_seal = sorted(found, key=lambda segment: segment.countdown)
-        return sorted(by_seal, key=lambda segment: segment.day, reverse=True)
-
-    def _files(self, new: list[layout.Segment]) -> list[tuple[str, Path]]:
-        """The local files of `new` segments (a bucket's fetched into the cache first)."""
-        if self.storage is None:
-            return [(segment.key, Path(self.location) / segment.key) for segment in new]
-        assert self.cache is not None
-        self._prefetch(new)
-        for segment in new:
-            self._fetching.pop(segment.key).result()
-        wanted = [(segment.key, self.cache / segment.key) for segment in new]
-        return [(key, path) for key, path in wanted if path.is_file()]
-
-    def _prefetch(self, segments: list[layout.Segment]) -> None:
-        """Start fetching `segments` not in the cache, in order (newest first): the fetches of
-        later batches run while earlier ones load."""
-        assert self.cache is not None
-        if self._fetcher is None:
-            self._fetcher = ThreadPoolExecutor(FETCHES_AT_ONCE,
-                                               thread_name_prefix="calltap-index-fetch")
-        for segment in segments:
-            path = self.cache / segment.key
-            if segment.key not in self._fetching:
-                self._fetching[segment.key] = self._fetcher.submit(
-                    lambda key=segment.key, path=path: None if path.is_file()
-                    else self._fetch(key, path))
-
-    def _fetch(self, key: str, path: Path) -> None:
-        assert self.storage is not None
-        data = self.storage.read_now(key)
-        if data is None:
-            return
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + f".{os.getpid()}.fetching")
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-
     def _load_segments(self, files: list[tuple[str, Path]], done: Loaded) -> None:
         """`SEGMENTS_AT_ONCE` files a read (a day of per-minute segments read at once would
         hold all of them in memory); a read that fails is tried again file by file, so that
@@ -208,7 +153,7 @@ class Catalog:
             except duckdb.Error as error:
                 self.problems[key] = _first_line(error)
                 done.skipped.append(key)
-                if self.cache is not None:
+                if self.segments.cache is not None:
                     path.unlink(missing_ok=True)
                 continue
             self.loaded.add(key)
@@ -294,6 +239,74 @@ class Catalog:
     def _stored_keys(self, day: str) -> set[str]:
         return {key for (key,) in self.db.execute(
             "SELECT stored_as FROM _rows WHERE day = ?", [day]).fetchall()}
+
+
+class SegmentFiles:
+    """A location's segments as local files: listed newest first, a local tree's read where
+    they are, a bucket's fetched once into a cache (segments are immutable), FETCHES_AT_ONCE
+    at a time."""
+
+    def __init__(self, location: str, cache: Path | None, first_day: str | None) -> None:
+        self.location = location
+        self.storage = Storage(location) if is_bucket(location) else None
+        self.cache = cache or (default_cache(location) if self.storage is not None else None)
+        self.first_day = first_day
+        self._fetcher: ThreadPoolExecutor | None = None
+        self._fetching: dict[str, Future[None]] = {}
+        """Segments being fetched into the cache, by key."""
+
+    def close(self) -> None:
+        if self._fetcher is not None:
+            self._fetcher.shutdown(wait=True, cancel_futures=True)
+
+    def listed(self) -> list[layout.Segment]:
+        """Every segment the location holds, newest first."""
+        if self.storage is not None:
+            keys: Iterator[str] = self.storage.keys_now(prefix=layout.INDEX + "/")
+        else:
+            base = Path(self.location)
+            keys = (str(path.relative_to(base)) for path in
+                    (base / layout.INDEX).glob("day=*/*" + layout.SUFFIX))
+        found = [segment for segment in map(layout.parse, keys) if segment is not None
+                 and (self.first_day is None or segment.day >= self.first_day)]
+        by_seal = sorted(found, key=lambda segment: segment.countdown)
+        return sorted(by_seal, key=lambda segment: segment.day, reverse=True)
+
+    def files(self, new: list[layout.Segment]) -> list[tuple[str, Path]]:
+        """The local files of `new` segments (a bucket's fetched into the cache first)."""
+        if self.storage is None:
+            return [(segment.key, Path(self.location) / segment.key) for segment in new]
+        assert self.cache is not None
+        self.prefetch(new)
+        for segment in new:
+            self._fetching.pop(segment.key).result()
+        wanted = [(segment.key, self.cache / segment.key) for segment in new]
+        return [(key, path) for key, path in wanted if path.is_file()]
+
+    def prefetch(self, segments: list[layout.Segment]) -> None:
+        """Start fetching `segments` not in the cache, in order (newest first): the fetches of
+        later batches run while earlier ones load. Nothing for a local tree."""
+        if self.cache is None:
+            return
+        if self._fetcher is None:
+            self._fetcher = ThreadPoolExecutor(FETCHES_AT_ONCE,
+                                               thread_name_prefix="calltap-index-fetch")
+        for segment in segments:
+            path = self.cache / segment.key
+            if segment.key not in self._fetching:
+                self._fetching[segment.key] = self._fetcher.submit(
+                    lambda key=segment.key, path=path: None if path.is_file()
+                    else self._fetch(key, path))
+
+    def _fetch(self, key: str, path: Path) -> None:
+        assert self.storage is not None
+        data = self.storage.read_now(key)
+        if data is None:
+            return
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + f".{os.getpid()}.fetching")
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
 
 
 def _complete_since(following: layout.Segment) -> datetime:
