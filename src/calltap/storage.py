@@ -14,8 +14,11 @@ reads itself; nothing here holds or prints them. Keys are relative to the prefix
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -90,6 +93,8 @@ class Storage:
         global _opened
         _opened = True
         self.location = str(location)
+        self.root: Path | None = None
+        """A local tree's directory: written here privately, as calltap writes its captures."""
         if is_bucket(location):
             url = BucketURL.parse(str(location))
             self.store: LocalStore | S3Store = S3Store(
@@ -103,6 +108,7 @@ class Storage:
             root = Path(location)
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.store = LocalStore(root)
+            self.root = root
 
     def __str__(self) -> str:
         return self.location
@@ -121,6 +127,8 @@ class Storage:
 
     async def put_new(self, key: str, data: bytes) -> bool:
         """Write `key` only if no object has it; False when one does (nothing is overwritten)."""
+        if self.root is not None:
+            return await asyncio.to_thread(_put_private, self.root, key, data)
         try:
             await obstore.put_async(self.store, key, data, mode="create")
         except AlreadyExistsError:
@@ -174,6 +182,8 @@ class Storage:
 
     def put_new_now(self, key: str, data: bytes) -> bool:
         """`put_new`, blocking."""
+        if self.root is not None:
+            return _put_private(self.root, key, data)
         try:
             obstore.put(self.store, key, data, mode="create")
         except AlreadyExistsError:
@@ -212,6 +222,40 @@ class Storage:
 
 
 _opened = False
+
+
+def _put_private(root: Path, key: str, data: bytes) -> bool:
+    """Create-only into a local tree, as the recordings are kept: directories 0700 and files
+    0600 whatever the umask (obstore's local store makes them as the umask says), the file
+    written whole under a temporary name and linked to its own (a link never replaces)."""
+    path = root.joinpath(*key.split("/"))
+    try:
+        if path.exists():
+            return False
+        private_directories(root, key.split("/")[:-1])
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(data)
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        finally:
+            temporary.unlink(missing_ok=True)
+    except OSError as error:
+        raise StoreError(f"{key}: {error.strerror or error}") from None
+    return True
+
+
+def private_directories(root: Path, parts: list[str]) -> Path:
+    """`root/parts…`, each directory made 0700 if it is not there yet."""
+    directory = root
+    for part in parts:
+        directory = directory / part
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+    return directory
 
 
 def opened() -> bool:

@@ -132,7 +132,7 @@ def request(headers: list[tuple[str, str]] | None = None, body: bytes = BODY, *,
 
 
 def capture_dirs(recordings: Path) -> list[str]:
-    return sorted(p.name for p in recordings.glob("*/*"))
+    return sorted(p.name for p in recordings.glob("[0-9]*/*"))
 
 
 async def healthy(tap: Any, client: aiohttp.ClientSession, expected: bytes) -> None:
@@ -430,7 +430,7 @@ async def test_chunked_body_crossing_the_limit_while_streamed_is_cut_and_refused
     pair = await tap.wait_compared("too-big")
     leg = pair["legs"]["downstream"]
     assert (leg["status"], leg["ended"]) == (413, "request_too_large")
-    directory = tap.recordings / next(iter(tap.recordings.iterdir())).name / "too-big"
+    directory = next(tap.recordings.glob("[0-9]*/too-big"))
     assert sorted(p.name for p in directory.iterdir()) == [
         "downstream.json", "downstream.request", "pair.json"]
     recorded = (directory / "downstream.request").read_bytes()

@@ -55,13 +55,14 @@ async def start(listener: str, provider: Any, gateway: Any, make_tap: Any) -> tu
 
 
 def tree(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    """Every path under `root` but the index of pairs beside the captures."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "_index" not in p.parts)
 
 
 async def captured_key(tap: Any, before: set[str]) -> str:
     """The capture directory a back-only request created (the back returns no id)."""
     for _ in range(200):
-        new = {p.name for p in tap.recordings.glob("*/*")} - before
+        new = {p.name for p in tap.recordings.glob("[0-9]*/*")} - before
         if new:
             (key,) = new
             return key
@@ -116,7 +117,7 @@ async def test_an_id_already_used_gets_a_suffixed_capture(
     tap, url = await start(listener, provider, gateway, make_tap)
     keys = []
     for _ in range(3):
-        before = {p.name for p in tap.recordings.glob("*/*")}
+        before = {p.name for p in tap.recordings.glob("[0-9]*/*")}
         reply, _ = await exchange(url, request([("X-Request-ID", "taken")], chat_request()))
         assert reply.status == 200
         keys.append(reply.header("X-Request-ID") if listener == "front"

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from calltap.index.parquet import row_line
+from calltap.storage import private_directories
 
 CURRENT = "current.jsonl"
 SEALED = re.compile(r"sealed-(?P<ms>[0-9]{13})-(?P<tag>[a-z0-9]{8})\.jsonl")
@@ -39,7 +40,7 @@ class Pending:
         line = row_line(row)
         with self._lock:
             if self._fd is None:
-                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+                private_directories(self.directory.parents[1], list(self.directory.parts[-2:]))
                 self._fd = os.open(self.directory / CURRENT,
                                    os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
                 if _ends_torn(self._fd):
