@@ -129,9 +129,6 @@ class Catalog:
             cursor = self._cursors.cursor = self.db.cursor()
         return cursor.execute(sql, values or []).fetchall()
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        return self.db.cursor()
-
     def _load_segments(self, files: list[tuple[str, Path]], done: Loaded) -> None:
         """`SEGMENTS_AT_ONCE` files a read (a day of per-minute segments read at once would
         hold all of them in memory); a read that fails is tried again file by file, so that

@@ -8,7 +8,6 @@ by `calltap.storage` first.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -86,26 +85,6 @@ def encode_rows(rows: Iterable[dict[str, Any]]) -> bytes:
     return encode_lines(b"".join(row_line(row) for row in rows))
 
 
-def merge_files(paths: list[Path], target: Path,
-                connection: duckdb.DuckDBPyConnection | None = None) -> int:
-    """Segments merged into one file at `target`, duplicates (by day and key) read once; the
-    rows written."""
-    own = connection is None
-    db = connection or connect()
-    try:
-        db.execute(
-            f"COPY (SELECT * FROM (SELECT DISTINCT ON (day, stored_as) * FROM"
-            f" read_parquet(?, union_by_name=true) ORDER BY day, stored_as, finished_at)"
-            f" ORDER BY {ORDER}) TO '{_sql_path(target)}'"
-            f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_SIZE})",
-            [[str(path) for path in paths]])
-        row = db.execute("SELECT count(*) FROM read_parquet(?)", [str(target)]).fetchone()
-    finally:
-        if own:
-            db.close()
-    return int(row[0]) if row else 0
-
-
 def decode(data: bytes) -> list[dict[str, Any]]:
     """The rows of a segment, as dicts (tests, rebuild)."""
     with tempfile.NamedTemporaryFile(suffix=".parquet") as handle:
@@ -122,21 +101,6 @@ def read_file(path: Path) -> list[dict[str, Any]]:
         return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
     finally:
         db.close()
-
-
-def readable(path: Path) -> bool:
-    """Whether a file is a whole Parquet file DuckDB can read (a truncated upload, a corrupt
-    cache entry are not)."""
-    import duckdb
-
-    db = connect(threads=1)
-    try:
-        db.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()
-    except duckdb.Error:
-        return False
-    finally:
-        db.close()
-    return os.path.getsize(path) > 0
 
 
 def _sql_path(path: Path) -> str:
