@@ -77,3 +77,22 @@ def test_a_segment_of_an_older_format_loads_with_nulls_where_columns_are_missing
         "SELECT stored_as, verdict, codes, model, replica, format FROM pairs")) == [
         ("new-1", "equal", [], "gpt-4o", "r1", 1),
         ("old-1", "diverged", ["DONE_MISSING"], None, None, None)]
+
+
+def test_segments_merged_while_a_refresh_loads_are_read_from_the_merged_one(
+        tmp_path: Path) -> None:
+    """A compaction (or a replica merging its own) between two batches of one refresh: the
+    inputs listed are gone, and their rows are read from the segment that replaced them."""
+    keys = [f"k{number:02d}" for number in range(40)]
+    listed = [put_segment(tmp_path, encode_rows(rows([key])), sealed_ms=1000 * (number + 1))
+              for number, key in enumerate(keys)]
+    catalog = Catalog(tmp_path, fill_gaps=False)
+    assert catalog.refresh(batches=1).more
+    oldest = listed[:8]
+    put_segment(tmp_path, encode_rows(rows(keys[:8])), sealed_ms=8000, replica="compact")
+    for key in oldest:
+        (tmp_path / key).unlink()
+    catalog.refresh()
+    assert catalog.query("SELECT count(*), count(DISTINCT stored_as) FROM pairs") == [(40, 40)]
+    assert catalog.problems == {}
+    assert catalog.complete_since is None

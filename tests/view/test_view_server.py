@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from pathlib import Path
 
 import aiohttp
@@ -144,8 +145,9 @@ async def test_compare_renders_two_uploads_and_bounds_their_size(aiohttp_client,
 async def test_new_pairs_arrive_on_the_event_stream(aiohttp_client, tree: Path) -> None:
     client = await view_client(aiohttp_client, tree)
     listing = await (await client.get("/")).text()
-    assert 'data-events="/events?after=2"' in listing
-    async with client.get("/events?after=2&verdict=diverged") as stream:
+    after = re.search(r'data-events="/events\?after=([0-9]+)"', listing)
+    assert after is not None and int(after[1]) > 0
+    async with client.get(f"/events?after={after[1]}&verdict=diverged") as stream:
         write_pair(tree, "same-again", two_calls(), two_calls(), day="2026-12-01")
         write_pair(tree, "dropped-again", two_calls(), two_calls(keep=1), day="2026-12-01")
         line = await asyncio.wait_for(_next_data(stream), timeout=10)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -44,14 +45,13 @@ from rich.table import Table
 from calltap import recordings
 from calltap.bucket_copy import BucketCopy, default_copy_location, fetch_pair, split_pair_url
 from calltap.codes import Code
-from calltap.commands.check import EXIT_CODES, print_json, usage_error
+from calltap.commands.check import EXIT_CODES, usage_error
 from calltap.compare import check_capture, compare_captures
 from calltap.compare_pair import with_requests
 from calltap.index import layout
 from calltap.index.catalog import Catalog
 from calltap.index.rows import RECORDED, SKIPPED
-from calltap.index.selection import Tally, Wanted, parse_duration, selected, tally
-from calltap.replay.export_cases import export_command
+from calltap.index.selection import Listed, Tally, Wanted, parse_duration, selected, tally
 from calltap.report import VERDICT_STYLES
 from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.transcript import Capture
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         root = source.capture or Path(source.location)
         directories = [root] if source.capture else recordings.capture_directories(root)
         if args.export_cases is not None:
-            return export_command(directories, args.export_cases, diverged=args.diverged)
+            return _export(directories, args.export_cases, diverged=args.diverged)
         results = [_rescan(directory, root) for directory in directories]
         summary = _summary([result for result in results
                             if result["verdict"] == "diverged" or not args.diverged])
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.export_cases is not None:
                 rows = source.rows(replace(wanted, verdicts=("diverged",)))
-                return export_command(source.fetch(_newest_of_each_shape(rows)),
+                return _export(source.fetch(_newest_of_each_shape(rows)),
                                       args.export_cases, diverged=args.diverged)
             summary = source.summary(wanted, recheck=args.recheck, diverged=args.diverged)
         except (StoreError, duckdb.Error) as error:
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             return usage_error("scan", f"cannot read '{args.directory}':"
                                        f" {error.strerror or error}")
     if args.json:
-        print_json(summary)
+        _print_json(summary)
     else:
         _render(summary, Console())
     verdicts = summary["verdicts"]
@@ -204,12 +204,11 @@ class _Source:
         verdicts = Counter(counted.verdicts) + Counter(entry["verdict"] for entry in compared)
         codes = Counter(counted.codes) + Counter(code for entry in compared
                                                  for code in entry["codes"])
-        listed = counted.not_equal + [(started.get(entry["capture"]), entry)
+        listed = counted.not_equal + [Listed.of(started.get(entry["capture"]), entry)
                                       for entry in compared if entry["verdict"] not in FINE]
-        listed.sort(key=lambda item: (item[0] is not None, item[0] or 0, item[1]["capture"]))
+        listed.sort(key=lambda item: item.order)
         return {"captures": sum(verdicts.values()), "verdicts": dict(verdicts),
-                "codes": dict(sorted(codes.items())),
-                "not_equal": [entry for _, entry in listed]}
+                "codes": dict(sorted(codes.items())), "not_equal": listed}
 
     def fetch(self, rows: list[dict[str, Any]]) -> list[Path]:
         """The local directories of `rows`' pairs (a bucket's fetched first)."""
@@ -218,6 +217,13 @@ class _Source:
             return [Path(self.location) / pair for pair in pairs]
         copy = BucketCopy(self.location, default_copy_location(self.location))
         return asyncio.run(copy.copy_pairs(pairs))
+
+
+def _export(directories: list[Path], cases: Path, *, diverged: bool) -> int:
+    """`--export-cases`; imported only then (it brings the replay machinery, which a summary
+    does not need and would pay for at every start)."""
+    from calltap.replay.export_cases import export_command
+    return export_command(directories, cases, diverged=diverged)
 
 
 def _name(row: dict[str, Any]) -> str:
@@ -273,8 +279,18 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "codes": dict(
             sorted(Counter(code for result in results for code in result["codes"]).items())
         ),
-        "not_equal": [result for result in results if result["verdict"] not in FINE],
+        "not_equal": [Listed((True, number, result["capture"]), orjson.dumps(result).decode())
+                      for number, result in enumerate(results) if result["verdict"] not in FINE],
     }
+
+
+def _print_json(summary: dict[str, Any]) -> None:
+    """The summary as one JSON object; its list of pairs is spliced in as the JSON it holds."""
+    listed = ("[" + ",".join(item.json for item in summary["not_equal"]) + "]").encode()
+    sys.stdout.flush()
+    sys.stdout.buffer.write(orjson.dumps({**summary, "not_equal": orjson.Fragment(listed)},
+                                         option=orjson.OPT_APPEND_NEWLINE))
+    sys.stdout.buffer.flush()
 
 
 def _render(summary: dict[str, Any], console: Console) -> None:
@@ -285,7 +301,7 @@ def _render(summary: dict[str, Any], console: Console) -> None:
         for code, count in summary["codes"].items():
             codes.add_row(code, str(count))
         console.print(codes)
-    listed = summary["not_equal"][-LISTED:]
+    listed = [item.entry() for item in summary["not_equal"][-LISTED:]]
     if listed:
         table = Table("capture", "kind", "verdict", "codes", show_edge=False, pad_edge=False)
         for result in listed:

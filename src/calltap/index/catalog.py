@@ -38,11 +38,15 @@ FETCHES_AT_ONCE = 16
 SEGMENTS_AT_ONCE = 256
 NOTHING_LOADED = datetime.max.replace(tzinfo=UTC)
 """`complete_since` before the first refresh: no row is known to be loaded."""
+RELISTS = 3
+"""How often one refresh lists again when segments vanish under it (merged meanwhile)."""
 FIRST_BATCH = 32
 """The first batch of a cold load is smaller: the newest pairs (the first page) come first."""
 PENDING = "pending"
 TABLE = f"""CREATE TABLE _rows ({", ".join(f'"{name}" {kind}' for name, kind in COLUMNS.items())},
-  _seq BIGINT DEFAULT nextval('_seq'))"""
+  _batch INTEGER NOT NULL)"""
+"""`_batch` numbers the inserts in the order they were made: the live list follows it (a
+sequence numbering each row instead costs DuckDB as much as reading the rows)."""
 KEY = "day, stored_as"
 
 
@@ -72,9 +76,9 @@ class Catalog:
         self.storage = self.segments.storage
         self.root = None if self.bucket else Path(self.location)
         self.db = connect(threads=threads)
-        self.db.execute("CREATE SEQUENCE _seq START 1")
         self.db.execute(TABLE)
-        self.db.execute("CREATE VIEW pairs AS SELECT * EXCLUDE (_seq) FROM _rows")
+        self.db.execute("CREATE VIEW pairs AS SELECT * EXCLUDE (_batch) FROM _rows")
+        self._batch = 0
         self.loaded: set[str] = set()
         self.problems: dict[str, str] = {}
         """Segments skipped, by key, with why."""
@@ -101,13 +105,18 @@ class Catalog:
         with self.lock:
             done = Loaded()
             if not self._todo:
-                self._todo = [segment for segment in self.segments.listed()
-                              if segment.key not in self.loaded]
-                self.segments.prefetch(self._todo)
+                self._list()
+            relists = RELISTS
             while self._todo and (batches is None or batches > 0):
                 size = SEGMENTS_AT_ONCE if self.loaded else min(FIRST_BATCH, SEGMENTS_AT_ONCE)
                 batch, self._todo = self._todo[:size], self._todo[size:]
-                self._load_segments(self.segments.files(batch), done)
+                files = self.segments.files(batch)
+                self._load_segments(files, done)
+                if len(files) < len(batch) and relists:
+                    # Gone since they were listed: merged into a segment stored before they
+                    # were deleted, which a new listing names (its rows would be missed else).
+                    relists -= 1
+                    self._list()
                 if self._todo:
                     self.complete_since = _complete_since(self._todo[0])
                 batches = None if batches is None else batches - 1
@@ -120,6 +129,12 @@ class Catalog:
                 done.rows += self._insert_rows(self.gaps.rows(self._stored_keys))
             self.complete_since = None
             return done
+
+    def _list(self) -> None:
+        """What to load next: every segment listed and not loaded yet, newest first."""
+        self._todo = [segment for segment in self.segments.listed()
+                      if segment.key not in self.loaded]
+        self.segments.prefetch(self._todo)
 
     def query(self, sql: str, values: list[object] | None = None) -> list[tuple]:
         """Rows of `sql`, on a cursor of the calling thread's own: a query reads what is
@@ -168,28 +183,34 @@ class Catalog:
 
     def _insert_from(self, source: str, values: list[object], present: set[str]) -> int:
         names = ", ".join(f'"{name}"' for name in COLUMNS)
+        batch = self._batch + 1
         self.db.execute("BEGIN")
         try:
-            before = self.db.execute("SELECT coalesce(max(_seq), 0) FROM _rows").fetchone()
             row = self.db.execute(
-                f"INSERT INTO _rows ({names}) SELECT {_select_present(present)} FROM {source} n"
-                f" WHERE NOT EXISTS (SELECT 1 FROM _rows r WHERE r.day = n.day"
-                f" AND r.stored_as = n.stored_as)", values).fetchone()
-            count = (int(row[0]) if row else 0) - self._drop_duplicates(
-                int(before[0]) if before else 0)
+                f"INSERT INTO _rows ({names}, _batch) SELECT {_select_present(present)},"
+                f" {batch} FROM {source} n WHERE NOT EXISTS (SELECT 1 FROM _rows r"
+                f" WHERE r.day = n.day AND r.stored_as = n.stored_as)", values).fetchone()
+            count = (int(row[0]) if row else 0) - self._drop_duplicates(batch)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        self._batch = batch
         return count
 
-    def _drop_duplicates(self, after: int) -> int:
-        """Rows of a pair that one insert loaded twice (the rows after `after`: the join kept
-        out every pair loaded before), but the first; how many were dropped."""
+    def _drop_duplicates(self, batch: int) -> int:
+        """Rows of a pair that one insert (`batch`) loaded twice, but the first; how many were
+        dropped. The join kept out every pair loaded before, and duplicates are rare: they are
+        looked for first, which is cheaper than numbering every row of the batch."""
+        twice = self.db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM _rows WHERE _batch = ?"
+            " GROUP BY day, stored_as HAVING count(*) > 1)", [batch]).fetchone()
+        if not twice or not twice[0]:
+            return 0
         row = self.db.execute(
-            "DELETE FROM _rows WHERE _seq IN (SELECT _seq FROM (SELECT _seq, row_number()"
-            " OVER (PARTITION BY day, stored_as ORDER BY _seq) AS n FROM _rows WHERE _seq > ?)"
-            " WHERE n > 1)", [after]).fetchone()
+            "DELETE FROM _rows WHERE rowid IN (SELECT rowid FROM (SELECT rowid, row_number()"
+            " OVER (PARTITION BY day, stored_as ORDER BY rowid) AS n FROM _rows"
+            " WHERE _batch = ?) WHERE n > 1)", [batch]).fetchone()
         return int(row[0]) if row else 0
 
     # -- rows no segment holds yet ---------------------------------------------------------------
@@ -270,9 +291,11 @@ class SegmentFiles:
         return sorted(by_seal, key=lambda segment: segment.day, reverse=True)
 
     def files(self, new: list[layout.Segment]) -> list[tuple[str, Path]]:
-        """The local files of `new` segments (a bucket's fetched into the cache first)."""
+        """The local files of `new` segments (a bucket's fetched into the cache first); a
+        segment deleted since it was listed has none."""
         if self.storage is None:
-            return [(segment.key, Path(self.location) / segment.key) for segment in new]
+            here = [(segment.key, Path(self.location) / segment.key) for segment in new]
+            return [(key, path) for key, path in here if path.is_file()]
         assert self.cache is not None
         self.prefetch(new)
         for segment in new:

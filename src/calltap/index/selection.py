@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from calltap.index.catalog import Catalog
 from calltap.index.rows import COLUMNS
@@ -75,16 +77,34 @@ def selected(catalog: Catalog, wanted: Wanted, now: datetime | None = None
 FINE = ("equal", "clean")
 KIND = ("CASE WHEN dialect_upstream IS NOT NULL AND dialect_downstream IS NOT NULL THEN 'pair'"
         " WHEN dialect_downstream IS NOT NULL THEN 'downstream' ELSE 'upstream' END")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Listed(NamedTuple):
+    """A pair that is not equal (or clean), as `scan --json` lists it: its place in the list
+    (pairs with no start first, then oldest first) and its entry as JSON. The engine writes the
+    JSON of each of a million rows faster than Python builds the dicts."""
+
+    order: tuple[bool, int, str]
+    json: str
+
+    @classmethod
+    def of(cls, started: datetime | None, entry: dict[str, Any]) -> Listed:
+        micros = 0 if started is None else (started - EPOCH) // timedelta(microseconds=1)
+        return cls((started is not None, micros, entry["capture"]), orjson.dumps(entry).decode())
+
+    def entry(self) -> dict[str, Any]:
+        return orjson.loads(self.json)
 
 
 @dataclass(slots=True)
 class Tally:
     """A summary of rows, counted by the engine: verdicts, codes (each pair's distinct codes),
-    and each pair that is not equal (or clean), oldest first, with its start."""
+    and each pair that is not equal (or clean), in the order `Listed` gives."""
 
     verdicts: dict[str, int]
     codes: dict[str, int]
-    not_equal: list[tuple[Any, dict[str, Any]]]
+    not_equal: list[Listed]
 
 
 def tally(catalog: Catalog, wanted: Wanted, now: datetime | None = None,
@@ -100,10 +120,10 @@ def tally(catalog: Catalog, wanted: Wanted, now: datetime | None = None,
         f"SELECT code, count(*) FROM (SELECT unnest(list_distinct(codes)) AS code FROM pairs"
         f" WHERE {where}) GROUP BY code", values))
     listed = catalog.query(
-        f"SELECT started_at, day || '/' || stored_as, {KIND}, verdict,"
-        f" list_sort(list_distinct(codes)) FROM pairs WHERE {where}"
-        f" AND verdict NOT IN ({', '.join('?' * len(FINE))})"
-        " ORDER BY started_at NULLS FIRST, stored_as", [*values, *FINE])
-    return Tally(verdicts, codes, [
-        (started, {"capture": name, "kind": kind, "verdict": verdict, "codes": codes or []})
-        for started, name, kind, verdict, codes in listed])
+        f"SELECT started_at IS NOT NULL, coalesce(epoch_us(started_at), 0),"
+        f" day || '/' || stored_as AS capture, to_json({{'capture': capture, 'kind': {KIND},"
+        f" 'verdict': verdict, 'codes': coalesce(list_sort(list_distinct(codes)), [])}})"
+        f"::VARCHAR FROM pairs WHERE {where} AND verdict NOT IN ({', '.join('?' * len(FINE))})"
+        " ORDER BY started_at NULLS FIRST, capture", [*values, *FINE])
+    return Tally(verdicts, codes, [Listed((started, micros, capture), text)
+                                   for started, micros, capture, text in listed])

@@ -2,8 +2,8 @@
 
 `PairList` answers the list, its filters and counts, and the live stream's "what is new" from a
 `Catalog` (the index's rows in DuckDB: a bucket's segments, a local tree's segments, its spooled
-rows and its pairs without a row). Rows are only ever added; each carries the order it was loaded
-in (`seq`), which the live stream follows.
+rows and its pairs without a row). Rows are only ever added; each carries the number of the
+load that added it (`seq`), which the live stream follows.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from calltap.view.summary import Summary
 SELECTED = ("day, stored_as, request_id, started_at, route, model, dialect_upstream,"
             " dialect_downstream, pairing, attempts, verdict, codes, bytes_upstream,"
             " bytes_downstream, duration_ms")
-NEWEST_FIRST = "started_at DESC NULLS LAST, _seq DESC"
+NEWEST_FIRST = "started_at DESC NULLS LAST, _batch DESC"
 
 
 class PairList:
@@ -70,14 +70,15 @@ class PairList:
         return int(self.catalog.query(f"SELECT count(*) FROM _rows WHERE {where}", values)[0][0])
 
     def latest(self) -> int:
-        """The `seq` of the row loaded last (0 for none): `since` starts there."""
-        return int(self.catalog.query("SELECT coalesce(max(_seq), 0) FROM _rows")[0][0])
+        """The `seq` of the rows loaded last (0 for none): `since` starts there."""
+        return int(self.catalog.query("SELECT coalesce(max(_batch), 0) FROM _rows")[0][0])
 
     def since(self, seq: int, filters: Filters) -> list[tuple[int, Summary]]:
         """Rows loaded after `seq`, oldest first, with their `seq`."""
         where, values = filters.where()
-        rows = self.catalog.query(f"SELECT _seq, {SELECTED} FROM _rows WHERE {where}"
-                                  " AND _seq > ? ORDER BY _seq", [*values, seq])
+        rows = self.catalog.query(f"SELECT _batch, {SELECTED} FROM _rows WHERE {where}"
+                                  " AND _batch > ? ORDER BY _batch, started_at NULLS FIRST",
+                                  [*values, seq])
         return [(row[0], _summary(row[1:])) for row in rows]
 
     def find(self, request_id: str) -> Summary | None:

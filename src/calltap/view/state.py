@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 REFRESH_INTERVAL = 1.0
 """Seconds between two refreshes of a local tree's list: requests in between read it as it is."""
 BUCKET_REFRESH_INTERVAL = 10.0
+"""A bucket's: each refresh lists its index segments, and a store bills every listing."""
 FILL_POLL = 0.05
 """Seconds between two looks at whether a page is whole while older segments load."""
-"""A bucket's: each refresh lists its index segments, and a store bills every listing."""
 UPLOAD_LIMIT = 8 * 1024 * 1024
 """Bytes per capture `/compare` accepts."""
 T = TypeVar("T")
