@@ -29,7 +29,6 @@ from pathlib import Path
 import duckdb
 
 from calltap.index import layout, segments
-from calltap.index.parquet import ROW_GROUP_SIZE, connect
 from calltap.storage import Storage
 
 REPLICA = "compact"
@@ -38,7 +37,6 @@ ROWS_PER_SEGMENT = 1_000_000
 ATTEMPTS = 3
 MEMORY_LIMIT = "512MB"
 """DuckDB's memory while merging; past it, it spills into the scratch directory."""
-ORDER = "started_at NULLS LAST, stored_as"
 
 
 class CompactionError(Exception):
@@ -97,10 +95,8 @@ def compact_day(storage: Storage, day: str,
 
 def _merge(storage: Storage, day: str, inputs: list[layout.Segment],
            fetched: segments.Fetched, scratch: Path, rows_per_segment: int) -> DayCompacted:
-    db = connect(memory_limit=MEMORY_LIMIT)
+    db = segments.merging(scratch, MEMORY_LIMIT)
     try:
-        db.execute(f"SET temp_directory = '{segments.sql_text(str(scratch / 'spill'))}'")
-        db.execute("SET preserve_insertion_order = false")
         unreadable = segments.load(db, "_in", fetched.files)
         readable = [s for s in inputs if s.key not in unreadable]
         done = DayCompacted(day, segments_in=len(readable), unreadable=unreadable,
@@ -108,17 +104,11 @@ def _merge(storage: Storage, day: str, inputs: list[layout.Segment],
         if len(readable) < 2:
             return done
         done.rows_in = _count(db, "_in")
-        db.execute(f"CREATE TEMP TABLE _out AS SELECT *, row_number() OVER (ORDER BY {ORDER})"
-                   f" AS _n FROM (SELECT DISTINCT ON (day, stored_as) * FROM _in"
-                   " ORDER BY day, stored_as, finished_at)")
-        done.rows_out = _count(db, "_out")
+        done.rows_out = segments.keep_once(db, "_in", "_out")
         newest = min(readable, key=lambda s: s.countdown)
         for first in range(0, done.rows_out, rows_per_segment):
             path = scratch / f"merged-{first}.parquet"
-            db.execute(f"COPY (SELECT * EXCLUDE (_n) FROM _out WHERE _n > {first} AND"
-                       f" _n <= {first + rows_per_segment} ORDER BY _n) TO"
-                       f" '{segments.sql_text(str(path))}' (FORMAT parquet, COMPRESSION zstd,"
-                       f" ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+            segments.write_rows(db, "_out", path, first, rows_per_segment)
             expected = min(rows_per_segment, done.rows_out - first)
             key = _store(storage, day, newest.sealed_ms, path, expected, scratch)
             done.written.append(key)

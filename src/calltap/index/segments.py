@@ -4,6 +4,8 @@
 through `calltap.storage` into a scratch directory (a local tree's too: a segment another
 compaction deletes while it is read is then a missing object, never a half-read file), read
 them with DuckDB, and set aside the ones DuckDB cannot read (a corrupt or truncated upload).
+Compaction and a writer merging its own segments merge them the same way (`merging`,
+`keep_once`, `write_rows`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from calltap.index import layout
-from calltap.index.parquet import connect
+from calltap.index.parquet import ORDER, ROW_GROUP_SIZE, connect
 from calltap.index.rows import COLUMNS
 from calltap.storage import Storage, is_bucket
 
@@ -119,6 +121,37 @@ def _append(db: duckdb.DuckDBPyConnection, table: str, paths: list[Path]) -> Non
 
 def _identifier(name: str) -> str:
     return name.replace('"', '""')
+
+
+def merging(scratch: Path, memory_limit: str, threads: int | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """A DuckDB to merge segments in: past `memory_limit` it spills into `scratch`, and it keeps
+    no insertion order (merged rows are sorted when written)."""
+    db = connect(threads=threads, memory_limit=memory_limit)
+    db.execute(f"SET temp_directory = '{sql_text(str(scratch / 'spill'))}'")
+    db.execute("SET preserve_insertion_order = false")
+    return db
+
+
+def keep_once(db: duckdb.DuckDBPyConnection, source: str, target: str) -> int:
+    """A new table `target` of the rows of `source`, each pair once (by day and key: a row
+    written twice, or held by a segment and by its merge), numbered `_n` in a segment's order;
+    how many rows it holds."""
+    db.execute(f"CREATE TEMP TABLE {target} AS SELECT *, row_number() OVER (ORDER BY {ORDER})"
+               f" AS _n FROM (SELECT DISTINCT ON (day, stored_as) * FROM {source}"
+               " ORDER BY day, stored_as, finished_at)")
+    row = db.execute(f"SELECT count(*) FROM {target}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def write_rows(db: duckdb.DuckDBPyConnection, table: str, path: Path, first: int = 0,
+               count: int | None = None) -> None:
+    """Rows `first` + 1 to `first` + `count` (all after `first` without it) of a table
+    `keep_once` made, as a segment at `path`: sorted, zstd, in row groups of ROW_GROUP_SIZE."""
+    last = "" if count is None else f" AND _n <= {first + count}"
+    db.execute(f"COPY (SELECT * EXCLUDE (_n) FROM {table} WHERE _n > {first}{last}"
+               f" ORDER BY _n) TO '{sql_text(str(path))}' (FORMAT parquet, COMPRESSION zstd,"
+               f" ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
 
 
 def count_rows(path: Path) -> int:
