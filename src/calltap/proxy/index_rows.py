@@ -150,6 +150,8 @@ class IndexRows(Addon):
             return
         if done.segments:
             self.segments.labels(result="stored").inc(done.segments)
+        if done.merged:
+            self.segments.labels(result="merged").inc(done.merged)
         for name, why in done.rejected:
             self.segments.labels(result="rejected").inc()
             self.log.error("index.rejected", file=name, error=why)
