@@ -13,8 +13,9 @@ The bucket, as a fleet leaves it a few hours into a day (UTC):
 - each closed day as `calltap index compact` leaves it: `--compacted-per-day` (1) segments of
   its rows sorted by start, zstd (written directly: compacting 86,400 per-minute segments of six
   days in moto first would take hours);
-- today not compacted yet: one segment per replica per minute (3 hours: 1,800 segments of about
-  11 rows each).
+- today not compacted yet: each replica sealed a segment a minute and merged its own as it went
+  (`calltap.index.tiers`: four of a level into one of the next), so that three hours leave each
+  replica six segments or so instead of 180.
 Segments are uploaded after the pairs they name, all create-only, 64 requests at once.
 
 Then, each `--runs` (3) times, printed with the median and range:
@@ -29,7 +30,7 @@ Then, each `--runs` (3) times, printed with the median and range:
 - for both, from the cold request until the page no longer says older segments are loading
   (every row loaded: counts whole), and the warm requests only after that;
 - `calltap scan s3://... --since 7d --json` as a fresh process, wall time;
-- the index's bytes a pair: compacted days, today's per-minute segments, and overall.
+- the index's bytes a pair: compacted days, today's segments, and overall.
 
 `--baseline SRC` runs the view and scan figures also with the calltap sources at SRC (a worktree
 of an earlier commit: `git worktree add /tmp/base 5e23737`, then `--baseline /tmp/base/src`)
@@ -77,7 +78,7 @@ from pathlib import Path
 import orjson
 
 from calltap import recordings
-from calltap.index import layout
+from calltap.index import layout, tiers
 from calltap.index.catalog import Catalog
 from calltap.index.compaction import REPLICA as COMPACTED_BY
 from calltap.index.parquet import connect, encode_lines, row_line
@@ -139,7 +140,7 @@ class Bucket:
     compacted: list[tuple[str, int, int]] = field(default_factory=list)
     """(key, bytes, rows) of the closed days' segments."""
     open: list[tuple[str, int, int]] = field(default_factory=list)
-    """(key, bytes, rows) of today's per-minute segments."""
+    """(key, bytes, rows) of today's segments, as the replicas leave them."""
 
 
 # -- the fleet's traffic ----------------------------------------------------------------------
@@ -257,12 +258,28 @@ def segments(plan: Plan, made: Generated) -> tuple[list[tuple[str, bytes, int]],
             chunk = lines[part * share:(part + 1) * share]
             key = layout.segment(day, COMPACTED_BY, sealed_ms, f"c{part:02d}{day[-2:]}").key
             compacted.append((key, encode_lines(b"".join(chunk), db), len(chunk)))
-    today = plan.today.strftime("%Y-%m-%d")
-    for (replica, minute), lines in sorted(made.open.items()):
-        key = layout.segment(today, replica, minute + 60_000 + 250, f"{minute // 60_000:x}").key
+    for key, lines in sorted(replicas_leave(plan, made).items()):
         opened.append((key, encode_lines(b"".join(lines), db), len(lines)))
     db.close()
     return compacted, opened
+
+
+def replicas_leave(plan: Plan, made: Generated) -> dict[str, list[bytes]]:
+    """Today's segments as the replicas leave them, by key: each seals a segment a minute and
+    merges its own as `calltap.index.tiers` says, after each seal (rows of a merge: its inputs')."""
+    today = plan.today.strftime("%Y-%m-%d")
+    rows: dict[str, list[bytes]] = {}
+    own: dict[str, list[layout.Segment]] = defaultdict(list)
+    for (replica, minute), lines in sorted(made.open.items(), key=lambda item: item[0][1]):
+        sealed = layout.segment(today, replica, minute + 60_000 + 250, f"{minute // 60_000:08x}")
+        rows[sealed.key] = lines
+        own[replica].append(sealed)
+        while groups := tiers.due(own[replica]):
+            for group in groups:
+                merge = tiers.merged(group)
+                rows[merge.key] = [line for segment in group for line in rows.pop(segment.key)]
+                own[replica] = [s for s in own[replica] if s not in group] + [merge]
+    return rows
 
 
 async def upload(location: str, objects: list[tuple[str, bytes]]) -> None:
@@ -282,7 +299,7 @@ def fill(plan: Plan, location: str) -> Bucket:
         f" in {time.perf_counter() - started:.0f} s")
     started = time.perf_counter()
     compacted, opened = segments(plan, made)
-    say(f"encoded {len(compacted)} compacted and {len(opened)} per-minute segments"
+    say(f"encoded {len(compacted)} compacted segments and {len(opened)} of today"
         f" in {time.perf_counter() - started:.0f} s")
     started = time.perf_counter()
     requests = [(f"{key}/{recordings.request_name('downstream')}", request)
@@ -608,7 +625,7 @@ def _spread(values: list[float] | None) -> str:
 def show_sizes(bucket: Bucket) -> None:
     print("\nthe index's size")
     for name, items in (("compacted days", bucket.compacted),
-                        ("today's per-minute segments", bucket.open),
+                        ("today's segments", bucket.open),
                         ("every segment", bucket.compacted + bucket.open)):
         size = sum(item[1] for item in items)
         rows = sum(item[2] for item in items)
@@ -623,7 +640,7 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=10)
     parser.add_argument("--days", type=int, default=7, help="UTC days, today included (7)")
     parser.add_argument("--open-hours", type=float, default=3.0,
-                        help="hours of today in per-minute segments, not compacted yet (3)")
+                        help="hours of today, not compacted yet (3)")
     parser.add_argument("--compacted-per-day", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", metavar="SRC",
@@ -676,7 +693,7 @@ def main() -> int:
         location = f"s3://{s3.bucket()}/fleet"
         bucket = fill(plan, location)
         print(f"{location}: {args.rows:,} pairs' rows from {args.replicas} replicas over"
-              f" {args.days} days ({len(bucket.open):,} per-minute segments of today's last"
+              f" {args.days} days ({len(bucket.open):,} segments of today's last"
               f" {args.open_hours:g} hours), {args.pairs:,} pairs stored in full")
         show_sizes(bucket)
         small = small_buckets(plan, location, args.baseline_scan) if args.baseline else []
