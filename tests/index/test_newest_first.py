@@ -69,6 +69,64 @@ def test_every_row_since_complete_since_is_loaded_after_each_batch(
         catalog_module.SEGMENTS_AT_ONCE = original
 
 
+@settings(max_examples=40)
+@given(segments=segments_strategy, when=st.integers(0, 12), which=st.integers(0, 3))
+def test_a_day_merged_while_it_loads_is_read_whole_and_once(
+        tmp_path_factory: pytest.TempPathFactory, segments: list, when: int, which: int) -> None:
+    """A compaction (or a replica merging its own) between two batches: the day's segments,
+    loaded or not, become one sealed at the newest of them, and their inputs are deleted. The
+    law above still holds after every batch, and in the end every row is read, once."""
+    root = tmp_path_factory.mktemp("tree")
+    starts: dict[str, datetime] = {}
+    written: dict[Path, tuple[int, list[dict]]] = {}
+    for number, (offsets, delay) in enumerate(segments):
+        by_day: dict[str, list[dict]] = {}
+        for index, offset in enumerate(offsets):
+            key = f"k{number}-{index}"
+            starts[key] = EPOCH + timedelta(milliseconds=offset)
+            by_day.setdefault(starts[key].date().isoformat(), []).append(row(key, starts[key]))
+        sealed = int((EPOCH.timestamp()) * 1000) + max(offsets) + delay
+        for day, rows in by_day.items():
+            path = root / layout.segment(day, "r", sealed, f"t{number}").key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(parquet.encode_rows(rows))
+            written[path] = (sealed, rows)
+    original = catalog_module.SEGMENTS_AT_ONCE
+    catalog_module.SEGMENTS_AT_ONCE = 1
+    try:
+        catalog = Catalog(root, fill_gaps=False)
+        for batch in range(len(written) + 2):
+            if batch == when:
+                _merge_a_day(root, written, which)
+            loaded = catalog.refresh(batches=1)
+            present = catalog.query("SELECT stored_as FROM pairs")
+            assert len(present) == len(set(present))
+            since = catalog.complete_since
+            if since is None:
+                break
+            assert loaded.more
+            assert {key for key, start in starts.items() if start >= since} <= {
+                key for (key,) in present}
+        assert catalog.complete_since is None
+        assert {key for (key,) in catalog.query("SELECT stored_as FROM pairs")} == set(starts)
+    finally:
+        catalog_module.SEGMENTS_AT_ONCE = original
+
+
+def _merge_a_day(root: Path, written: dict[Path, tuple[int, list[dict]]], which: int) -> None:
+    days = sorted({path.parent.name for path in written})
+    day = days[which % len(days)]
+    inputs = [path for path in written if path.parent.name == day]
+    sealed = max(written[path][0] for path in inputs)
+    rows = [row for path in inputs for row in written[path][1]]
+    merged = root / layout.segment(day.removeprefix("day="), "compact", sealed, "m0").key
+    merged.write_bytes(parquet.encode_rows(rows))
+    for path in inputs:
+        path.unlink()
+        del written[path]
+    written[merged] = (sealed, rows)
+
+
 def test_a_page_is_whole_before_older_segments_load(tmp_path: Path) -> None:
     from calltap.view.listing import PairList
     from calltap.view.query import Filters
