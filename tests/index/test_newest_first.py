@@ -34,12 +34,11 @@ segments_strategy = st.lists(
 segment was sealed."""
 
 
-@settings(max_examples=40)
-@given(segments=segments_strategy)
-def test_every_row_since_complete_since_is_loaded_after_each_batch(
-        tmp_path_factory: pytest.TempPathFactory, segments: list) -> None:
-    root = tmp_path_factory.mktemp("tree")
+def write_segments(root: Path, segments: list) -> tuple[dict[str, datetime],
+                                                        dict[Path, tuple[int, list[dict]]]]:
+    """The drawn segments in a tree: each row's start by key, and each file's seal and rows."""
     starts: dict[str, datetime] = {}
+    written: dict[Path, tuple[int, list[dict]]] = {}
     for number, (offsets, delay) in enumerate(segments):
         by_day: dict[str, list[dict]] = {}
         for index, offset in enumerate(offsets):
@@ -51,6 +50,16 @@ def test_every_row_since_complete_since_is_loaded_after_each_batch(
             path = root / layout.segment(day, "r", sealed, f"t{number}").key
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(parquet.encode_rows(rows))
+            written[path] = (sealed, rows)
+    return starts, written
+
+
+@settings(max_examples=40)
+@given(segments=segments_strategy)
+def test_every_row_since_complete_since_is_loaded_after_each_batch(
+        tmp_path_factory: pytest.TempPathFactory, segments: list) -> None:
+    root = tmp_path_factory.mktemp("tree")
+    starts, _ = write_segments(root, segments)
     original = catalog_module.SEGMENTS_AT_ONCE
     catalog_module.SEGMENTS_AT_ONCE = 1
     try:
@@ -77,20 +86,7 @@ def test_a_day_merged_while_it_loads_is_read_whole_and_once(
     loaded or not, become one sealed at the newest of them, and their inputs are deleted. The
     law above still holds after every batch, and in the end every row is read, once."""
     root = tmp_path_factory.mktemp("tree")
-    starts: dict[str, datetime] = {}
-    written: dict[Path, tuple[int, list[dict]]] = {}
-    for number, (offsets, delay) in enumerate(segments):
-        by_day: dict[str, list[dict]] = {}
-        for index, offset in enumerate(offsets):
-            key = f"k{number}-{index}"
-            starts[key] = EPOCH + timedelta(milliseconds=offset)
-            by_day.setdefault(starts[key].date().isoformat(), []).append(row(key, starts[key]))
-        sealed = int((EPOCH.timestamp()) * 1000) + max(offsets) + delay
-        for day, rows in by_day.items():
-            path = root / layout.segment(day, "r", sealed, f"t{number}").key
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(parquet.encode_rows(rows))
-            written[path] = (sealed, rows)
+    starts, written = write_segments(root, segments)
     original = catalog_module.SEGMENTS_AT_ONCE
     catalog_module.SEGMENTS_AT_ONCE = 1
     try:
