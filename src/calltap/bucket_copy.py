@@ -135,7 +135,6 @@ def local_source(source: str, codes: Collection[str] = ()) -> Path:
 
     url = str(BucketURL.parse(source))
     copy = BucketCopy(url, default_copy_location(url))
-    asyncio.run(copy.storage.check())
     catalog = Catalog(url)
     try:
         catalog.refresh()

@@ -146,9 +146,8 @@ class _Source:
         if is_bucket(text):
             if split_pair_url(text) is not None:
                 return cls(text, capture=fetch_pair(text))
-            url = BucketURL.parse(text)
-            asyncio.run(BucketCopy(str(url), Path()).storage.check())
-            return cls(str(url))
+            # No listing to check the bucket first: reading its index is the check.
+            return cls(str(BucketURL.parse(text)))
         path = Path(text)
         if not path.is_dir():
             raise NotADirectoryError("no such directory" if not path.exists() else

@@ -37,6 +37,7 @@ from aiohttp import web
 
 from calltap.bucket_copy import BucketCopy, default_copy_location
 from calltap.commands.check import usage_error
+from calltap.index import layout
 from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.view.guard import TOKEN_VARIABLE, Access, is_loopback
 from calltap.view.server import ViewSettings, standalone
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             url = str(BucketURL.parse(args.directory))
             copy = BucketCopy(url, default_copy_location(url))
-            asyncio.run(copy.storage.check())
+            asyncio.run(copy.storage.check(prefix=layout.INDEX + "/"))
             copy.open()
         except (StoreError, ValueError) as error:
             return usage_error("view", f"cannot read '{args.directory}': {error}")
