@@ -28,7 +28,6 @@ examples:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -37,10 +36,10 @@ from aiohttp import web
 
 from calltap.bucket_copy import BucketCopy, default_copy_location
 from calltap.commands.check import usage_error
-from calltap.index import layout
 from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.view.guard import TOKEN_VARIABLE, Access, is_loopback
 from calltap.view.server import ViewSettings, standalone
+from calltap.view.state import ViewState
 
 DEFAULT_LISTEN = "127.0.0.1:8703"
 
@@ -64,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
         try:
             url = str(BucketURL.parse(args.directory))
             copy = BucketCopy(url, default_copy_location(url))
-            asyncio.run(copy.storage.check(prefix=layout.INDEX + "/"))
             copy.open()
         except (StoreError, ValueError) as error:
             return usage_error("view", f"cannot read '{args.directory}': {error}")
@@ -87,9 +85,15 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("view", f"--allow-remote needs a token in {TOKEN_VARIABLE}")
     settings = ViewSettings(root, access=Access(remote=args.allow_remote, token=token),
                             index_cache=args.index, bucket=copy)
+    state = ViewState(settings)
+    if copy is not None:
+        try:
+            state.list_segments()
+        except StoreError as error:
+            return usage_error("view", f"cannot read '{args.directory}': {error}")
     shown = f"[{host}]" if ":" in host else host
     try:
-        web.run_app(standalone(settings), host=host, port=int(port), access_log=None,
+        web.run_app(standalone(settings, state), host=host, port=int(port), access_log=None,
                     print=lambda _text: print(f"calltap view: http://{shown}:{port}/ "
                                               f"({args.directory})", flush=True),
                     shutdown_timeout=1.0, handler_cancellation=True)

@@ -36,10 +36,10 @@ def api_app(state: ViewState) -> web.Application:
     return app
 
 
-def standalone(settings: ViewSettings) -> web.Application:
+def standalone(settings: ViewSettings, state: ViewState | None = None) -> web.Application:
     """`calltap view`: the pages at `/`, the API at `/api/`; the index starts building at
     once, so the first page finds it (nearly) ready."""
-    state = ViewState(settings)
+    state = state or ViewState(settings)
     app = view_app(state, "/")
     app.add_subapp("/api/", api_app(state))
 

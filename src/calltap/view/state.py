@@ -83,6 +83,12 @@ class ViewState:
                                    cache=self.settings.index_cache)
         return self._index
 
+    def list_segments(self) -> None:
+        """List the index's segments now, loading none: a bucket's first listing, which
+        `calltap view` makes before it listens (the check that the bucket can be read, and the
+        first page's listing in one). StoreError when it cannot be listed."""
+        self._opened().catalog.refresh(batches=0)
+
     async def fresh(self, *, force: bool = False,
                     need: Callable[[PairList], bool] | None = None) -> None:
         """Refresh the list unless it was refreshed within the interval. The index loads on a
