@@ -226,6 +226,7 @@ async def test_a_store_failing_leaves_the_merge_for_the_next_flush(recorder: Rec
     recorder.storage.fail_merge_puts = True
     done = await recorder.round()
     assert (done.segments, done.merged) == (1, 0)
+    assert done.merge_failed == "store unreachable or not answering"
     assert recorder.stored() == {s.key for s in recorder.seals}
     recorder.storage.fail_merge_puts = False
     recorder.storage.deletes_left = 1
@@ -235,8 +236,10 @@ async def test_a_store_failing_leaves_the_merge_for_the_next_flush(recorder: Rec
     assert recorder.stored() == {merge.key} | {s.key for s in recorder.seals[1:]}
     rows = len(recorder.keys)
     assert read_once(tmp_path / "recordings", tmp_path / "cache") == (rows, rows, {})
+    assert done.merge_failed == "store unreachable or not answering"
     recorder.storage.deletes_left = None
-    assert (await recorder.round()).merged == 1
+    done = await recorder.round()
+    assert (done.merged, done.merge_failed) == (1, None)
     assert recorder.stored() == {merge.key} | {s.key for s in recorder.seals[tiers.FAN_IN:]}
     assert recorder.stored() == expected(recorder.seals)
 

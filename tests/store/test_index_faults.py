@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from tests.support.s3 import S3Server
 from tests.support.s3_faults import FaultyStore
 
 from calltap.fakes import FakeGateway
-from calltap.index import layout
+from calltap.index import layout, tiers
 from calltap.index.pending import CURRENT
 
 BATCH = 6
@@ -270,3 +271,63 @@ async def test_a_local_tree_stopped_mid_stream_writes_every_row(workdir: Path) -
     assert not list((recordings / layout.INDEX / "pending").glob("*.jsonl"))
     assert sorted(row["stored_as"] for row in segment_rows(recordings)) == sorted(
         f"late-{i}" for i in range(BATCH))
+
+
+class IndexUndeletableStore(FaultyStore):
+    """A store whose policy allows no deletion under the index (an IAM policy without
+    s3:DeleteObject there): a replica's merges are stored, their inputs stay. S3 answers a
+    DeleteObjects call so: 200, and an AccessDenied error for each key."""
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "POST" and "delete" in request.query:
+            body = await request.read()
+            keys = re.findall(rb"<Key>([^<]*)</Key>", body)
+            if any(f"/{layout.INDEX}/".encode() in key for key in keys):
+                self.requests += 1
+                errors = b"".join(b"<Error><Key>" + key + b"</Key><Code>AccessDenied</Code>"
+                                  b"<Message>Access Denied</Message></Error>" for key in keys)
+                return web.Response(status=200, content_type="application/xml", body=(
+                    b'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns='
+                    b'"http://s3.amazonaws.com/doc/2006-03-01/">' + errors + b"</DeleteResult>"))
+            return await super()._relay(request)
+        return await super()._relay(request)
+
+
+async def test_a_store_refusing_deletes_leaves_merges_undone_and_says_so(
+        s3: S3Server, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica's merge whose inputs cannot be deleted: one `index.merge_failed` line (not one
+    a round), counted, the traffic byte-identical, and every pair read once from segments that
+    now hold some rows twice."""
+    async with IndexUndeletableStore(s3.url) as store:
+        for name, value in {**s3.environ, "AWS_ENDPOINT_URL": store.url}.items():
+            monkeypatch.setenv(name, value)
+        bucket = s3.bucket()
+        url = f"s3://{bucket}/p"
+        sent: dict[str, bytes] = {}
+        async with streaming_provider() as provider, \
+                replica(workdir, "a", provider, url, replica="r1", index_interval=1) as side, \
+                aiohttp.ClientSession() as client:
+
+            async def counted(result: str) -> float:
+                metrics = await side.calltap.metrics(client)
+                return metrics.get(f'calltap_index_segments_total{{result="{result}"}}', 0)
+
+            for number in range(tiers.FAN_IN + 1):
+                await send_batch(client, side, f"b{number}", sent)
+                await side.settled(client, (number + 1) * BATCH)
+                await until(lambda n=number: _at_least(counted("stored"), n + 1))
+            await until(lambda: _at_least(counted("merge_failed"), 2))
+            assert len(side.calltap.lines("index.merge_failed")) == 1
+            assert await counted("merged") == 0
+            await terminated(side.calltap)
+            provider_sent = {key: fact.sha256 for key, fact in provider.sent.items()}
+        assert {key: sha(body) for key, body in sent.items()} == provider_sent
+        expected = await asyncio.to_thread(walked_rows, url)
+        read = await asyncio.to_thread(catalog_rows, url, workdir / "cache")
+        assert len(expected) == len(sent) and sorted(read) == sorted(expected)
+        stored = await asyncio.to_thread(segment_rows, url)
+        assert len(stored) > len(expected)
+
+
+async def _at_least(value: Awaitable[float], least: float) -> bool:
+    return await value >= least

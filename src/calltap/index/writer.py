@@ -44,6 +44,9 @@ class Flushed:
     """Sealed files no segment could hold, set aside (their new name, why)."""
     merged: int = 0
     """Segments written by merging this writer's own (their inputs deleted)."""
+    merge_failed: str | None = None
+    """Why a merge failed this round (the store, DuckDB or the scratch disk): it is due again
+    next round, and one that keeps failing leaves a replica's segments unmerged."""
 
 
 class SegmentWriter:
@@ -73,7 +76,7 @@ class SegmentWriter:
                     continue
                 done.segments += segments
                 done.rows += rows
-            done.merged = await self._merge_due()
+            done.merged, done.merge_failed = await self._merge_due()
             return done
 
     async def _store(self, path: Path) -> tuple[int, int]:
@@ -89,7 +92,7 @@ class SegmentWriter:
         path.unlink(missing_ok=True)
         return len(by_day), rows
 
-    async def _merge_due(self) -> int:
+    async def _merge_due(self) -> tuple[int, str | None]:
         """Every merge due, until none is (a merge can make the next level due); how many were
         stored. A failing store or merge ends the round: what is left is due again at the next
         flush, and the flush does not fail for it (its segments are stored)."""
@@ -100,9 +103,9 @@ class SegmentWriter:
             while groups := tiers.due(sorted(self._own)):
                 for group in groups:
                     merged += await self._merge(group)
-        except (StoreError, MergeFailed):
-            pass
-        return merged
+        except (StoreError, MergeFailed) as error:
+            return merged, str(error) or type(error).__name__
+        return merged, None
 
     async def _merge(self, group: list[layout.Segment]) -> int:
         """One group merged into the segment `tiers` names, and its inputs deleted: 1 when

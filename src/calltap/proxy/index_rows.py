@@ -72,6 +72,7 @@ class IndexRows(Addon):
         """Made on start: opening a local tree creates it, which can fail (a ConfigError)."""
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="calltap-index")
         self._last_unavailable = -UNAVAILABLE_LOG_INTERVAL
+        self._last_merge_failed = -UNAVAILABLE_LOG_INTERVAL
         self.segments = Counter("calltap_index_segments", "Index segments written by result",
                                 ["result"], registry=registry)
         self.rows = Counter("calltap_index_rows", "Index rows spooled", registry=registry)
@@ -152,6 +153,12 @@ class IndexRows(Addon):
             self.segments.labels(result="stored").inc(done.segments)
         if done.merged:
             self.segments.labels(result="merged").inc(done.merged)
+        if done.merge_failed is not None:
+            self.segments.labels(result="merge_failed").inc()
+            now = asyncio.get_running_loop().time()
+            if now - self._last_merge_failed >= UNAVAILABLE_LOG_INTERVAL:
+                self._last_merge_failed = now
+                self.log.warning("index.merge_failed", error=done.merge_failed)
         for name, why in done.rejected:
             self.segments.labels(result="rejected").inc()
             self.log.error("index.rejected", file=name, error=why)
