@@ -293,12 +293,15 @@ class IndexUndeletableStore(FaultyStore):
         return await super()._relay(request)
 
 
-async def test_a_store_refusing_deletes_leaves_merges_undone_and_says_so(
-        s3: S3Server, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A replica's merge whose inputs cannot be deleted: one `index.merge_failed` line (not one
-    a round), counted, the traffic byte-identical, and every pair read once from segments that
-    now hold some rows twice."""
-    async with IndexUndeletableStore(s3.url) as store:
+@pytest.mark.parametrize("deletes", ["allowed", "refused"])
+async def test_a_replica_merges_its_own_segments_or_says_why_not(
+        s3: S3Server, workdir: Path, monkeypatch: pytest.MonkeyPatch, deletes: str) -> None:
+    """`serve` merges its own segments as it goes: five segments sealed become a merge of the
+    first four and the fifth, each pair in one of them. A store that refuses the deletions:
+    one `index.merge_failed` line (not one a round), counted, and every pair still read once
+    from segments that now hold some rows twice. The traffic is byte-identical either way."""
+    store_class = IndexUndeletableStore if deletes == "refused" else FaultyStore
+    async with store_class(s3.url) as store:
         for name, value in {**s3.environ, "AWS_ENDPOINT_URL": store.url}.items():
             monkeypatch.setenv(name, value)
         bucket = s3.bucket()
@@ -316,12 +319,20 @@ async def test_a_store_refusing_deletes_leaves_merges_undone_and_says_so(
                 await send_batch(client, side, f"b{number}", sent)
                 await side.settled(client, (number + 1) * BATCH)
                 await until(lambda n=number: _at_least(counted("stored"), n + 1))
-            await until(lambda: _at_least(counted("merge_failed"), 2))
-            assert len(side.calltap.lines("index.merge_failed")) == 1
-            assert await counted("merged") == 0
+            if deletes == "refused":
+                await until(lambda: _at_least(counted("merge_failed"), 2))
+                assert len(side.calltap.lines("index.merge_failed")) == 1
+                assert await counted("merged") == 0
+            else:
+                await until(lambda: _at_least(counted("merged"), 1))
+                assert await counted("merge_failed") == 0
+                assert len(index_objects(s3, bucket, "p")) == 2
             await terminated(side.calltap)
             provider_sent = {key: fact.sha256 for key, fact in provider.sent.items()}
         assert {key: sha(body) for key, body in sent.items()} == provider_sent
+        if deletes == "allowed":
+            await every_pair_has_one_row(url, workdir / "cache", len(sent))
+            return
         expected = await asyncio.to_thread(walked_rows, url)
         read = await asyncio.to_thread(catalog_rows, url, workdir / "cache")
         assert len(expected) == len(sent) and sorted(read) == sorted(expected)
