@@ -4,6 +4,8 @@ before the rest is loaded: after each batch, every row that started at or after 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,6 +36,17 @@ segments_strategy = st.lists(
 segment was sealed."""
 
 
+@contextlib.contextmanager
+def one_segment_a_batch() -> Iterator[None]:
+    """Each refresh(batches=1) loads one segment: the laws are checked after every one."""
+    original = catalog_module.SEGMENTS_AT_ONCE
+    catalog_module.SEGMENTS_AT_ONCE = 1
+    try:
+        yield
+    finally:
+        catalog_module.SEGMENTS_AT_ONCE = original
+
+
 def write_segments(root: Path, segments: list) -> tuple[dict[str, datetime],
                                                         dict[Path, tuple[int, list[dict]]]]:
     """The drawn segments in a tree: each row's start by key, and each file's seal and rows."""
@@ -60,9 +73,7 @@ def test_every_row_since_complete_since_is_loaded_after_each_batch(
         tmp_path_factory: pytest.TempPathFactory, segments: list) -> None:
     root = tmp_path_factory.mktemp("tree")
     starts, _ = write_segments(root, segments)
-    original = catalog_module.SEGMENTS_AT_ONCE
-    catalog_module.SEGMENTS_AT_ONCE = 1
-    try:
+    with one_segment_a_batch():
         catalog = Catalog(root, fill_gaps=False)
         while True:
             loaded = catalog.refresh(batches=1)
@@ -74,8 +85,6 @@ def test_every_row_since_complete_since_is_loaded_after_each_batch(
                 break
             assert loaded.more
             assert {key for key, start in starts.items() if start >= since} <= present
-    finally:
-        catalog_module.SEGMENTS_AT_ONCE = original
 
 
 @settings(max_examples=40)
@@ -87,9 +96,7 @@ def test_a_day_merged_while_it_loads_is_read_whole_and_once(
     law above still holds after every batch, and in the end every row is read, once."""
     root = tmp_path_factory.mktemp("tree")
     starts, written = write_segments(root, segments)
-    original = catalog_module.SEGMENTS_AT_ONCE
-    catalog_module.SEGMENTS_AT_ONCE = 1
-    try:
+    with one_segment_a_batch():
         catalog = Catalog(root, fill_gaps=False)
         for batch in range(len(written) + 2):
             if batch == when:
@@ -105,8 +112,6 @@ def test_a_day_merged_while_it_loads_is_read_whole_and_once(
                 key for (key,) in present}
         assert catalog.complete_since is None
         assert {key for (key,) in catalog.query("SELECT stored_as FROM pairs")} == set(starts)
-    finally:
-        catalog_module.SEGMENTS_AT_ONCE = original
 
 
 def _merge_a_day(root: Path, written: dict[Path, tuple[int, list[dict]]], which: int) -> None:
@@ -134,9 +139,7 @@ def test_a_page_is_whole_before_older_segments_load(tmp_path: Path) -> None:
                                          int(started.timestamp() * 1000) + 60_000, "t1").key
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(parquet.encode_rows(rows))
-    original = catalog_module.SEGMENTS_AT_ONCE
-    catalog_module.SEGMENTS_AT_ONCE = 1
-    try:
+    with one_segment_a_batch():
         pairs = PairList(tmp_path)
         assert pairs.refresh(batches=1).more
         assert pairs.loading
@@ -145,5 +148,3 @@ def test_a_page_is_whole_before_older_segments_load(tmp_path: Path) -> None:
         while pairs.refresh(batches=1).more:
             pass
         assert not pairs.loading and pairs.count(Filters()) == 15
-    finally:
-        catalog_module.SEGMENTS_AT_ONCE = original

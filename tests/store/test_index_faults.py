@@ -45,6 +45,16 @@ class IndexDownStore(FaultyStore):
         return await super()._relay(request)
 
 
+def through(store: FaultyStore, s3: S3Server, monkeypatch: pytest.MonkeyPatch
+            ) -> tuple[str, str]:
+    """Every store call of the processes started from here goes through `store`: a new bucket
+    and its URL."""
+    for name, value in {**s3.environ, "AWS_ENDPOINT_URL": store.url}.items():
+        monkeypatch.setenv(name, value)
+    bucket = s3.bucket()
+    return bucket, f"s3://{bucket}/p"
+
+
 async def until(predicate: Callable[[], Awaitable[bool] | bool], timeout: float = 60.0) -> None:
     async with asyncio.timeout(timeout):
         while True:
@@ -146,10 +156,7 @@ async def test_store_down_while_segments_are_due(s3: S3Server, workdir: Path,
     `index.unavailable` line a minute, the traffic byte-identical; back again, every pair gets
     one row."""
     async with IndexDownStore(s3.url) as store:
-        for name, value in {**s3.environ, "AWS_ENDPOINT_URL": store.url}.items():
-            monkeypatch.setenv(name, value)
-        bucket = s3.bucket()
-        url = f"s3://{bucket}/p"
+        bucket, url = through(store, s3, monkeypatch)
         sent: dict[str, bytes] = {}
         async with streaming_provider() as provider, \
                 replica(workdir, "a", provider, url, replica="r1", index_interval=1) as side, \
@@ -302,10 +309,7 @@ async def test_a_replica_merges_its_own_segments_or_says_why_not(
     from segments that now hold some rows twice. The traffic is byte-identical either way."""
     store_class = IndexUndeletableStore if deletes == "refused" else FaultyStore
     async with store_class(s3.url) as store:
-        for name, value in {**s3.environ, "AWS_ENDPOINT_URL": store.url}.items():
-            monkeypatch.setenv(name, value)
-        bucket = s3.bucket()
-        url = f"s3://{bucket}/p"
+        bucket, url = through(store, s3, monkeypatch)
         sent: dict[str, bytes] = {}
         async with streaming_provider() as provider, \
                 replica(workdir, "a", provider, url, replica="r1", index_interval=1) as side, \
