@@ -115,12 +115,11 @@ class Storage:
 
     # -- async ---------------------------------------------------------------------------------
 
-    async def check(self, prefix: str | None = None) -> None:
-        """One listing call (of `prefix`: what the caller lists next anyway, which a store may
-        answer faster than a listing of everything): StoreError (`refused` when the bucket is
-        missing or the keys are refused) when the store cannot be used."""
+    async def check(self) -> None:
+        """One listing call: StoreError (`refused` when the bucket is missing or the keys are
+        refused) when the store cannot be used."""
         try:
-            stream = obstore.list(self.store, prefix=prefix, chunk_size=1)
+            stream = obstore.list(self.store, chunk_size=1)
             async for _ in stream:
                 break
         except BaseError as error:

@@ -112,6 +112,10 @@ def test_a_missing_bucket_or_pair_is_a_usage_error(env: dict[str, str], tmp_path
     assert missing.returncode == 2
     assert missing.stderr.strip() == ("calltap scan: cannot read 's3://calltap-no-such-bucket':"
                                       " NoSuchBucket")
+    viewed = calltap(env, "view", "s3://calltap-no-such-bucket", "--listen", "127.0.0.1:0")
+    assert viewed.returncode == 2
+    assert viewed.stderr.strip() == ("calltap view: cannot read 's3://calltap-no-such-bucket':"
+                                     " NoSuchBucket")
     no_pair = calltap(env, "replay", f"{bucket[0]}/2020-01-01/nothing", "--export",
                       str(tmp_path / "case"))
     assert no_pair.returncode == 2 and "no pair.json at" in no_pair.stderr

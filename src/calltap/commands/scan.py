@@ -51,12 +51,11 @@ from calltap.compare_pair import with_requests
 from calltap.index import layout
 from calltap.index.catalog import Catalog
 from calltap.index.rows import RECORDED, SKIPPED
-from calltap.index.selection import Listed, Tally, Wanted, parse_duration, selected, tally
+from calltap.index.selection import FINE, Listed, Tally, Wanted, parse_duration, selected, tally
 from calltap.report import VERDICT_STYLES
 from calltap.storage import BucketURL, StoreError, is_bucket
 from calltap.transcript import Capture
 
-FINE = frozenset({"equal", "clean"})
 UNCOMPARED = (RECORDED, SKIPPED)
 LISTED = 200
 """Captures the table lists (the newest); --json lists them all."""

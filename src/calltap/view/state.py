@@ -87,7 +87,7 @@ class ViewState:
         """List the index's segments now, loading none: a bucket's first listing, which
         `calltap view` makes before it listens (the check that the bucket can be read, and the
         first page's listing in one). StoreError when it cannot be listed."""
-        self._opened().catalog.refresh(batches=0)
+        self._opened().refresh(batches=0)
 
     async def fresh(self, *, force: bool = False,
                     need: Callable[[PairList], bool] | None = None) -> None:
